@@ -1,0 +1,38 @@
+# The two commands of the README, and the steps they are made of.
+#   make demo   install everything, then run the instructor's job end to end on the example submissions
+#   make test   install everything, then run the full test suite (what .ci/run and GitHub Actions run)
+# On a machine with an NVIDIA GPU the install takes requirements/gpu.txt (CUDA torch), otherwise
+# requirements/cpu.txt with its lock (CPU torch; kernels run in Triton's interpreter).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+PINS := $(if $(HAS_GPU),-r requirements/gpu.txt,-r requirements/cpu.txt -c requirements/cpu.lock)
+DEMO_OUT ?= demo-output
+PYTEST_ARGS ?=
+
+.PHONY: install demo test release check-release clean
+
+$(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/gpu.txt requirements/cpu.lock
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check $(PINS)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(PY) -m grader demo --out $(DEMO_OUT)
+
+test: install
+	$(PY) -m pytest -n 2 --dist loadgroup --timeout 1800 $(PYTEST_ARGS)
+
+release: install
+	$(PY) -m grader release
+
+check-release: install
+	$(PY) -m grader release --check
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT)

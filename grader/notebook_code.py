@@ -1,0 +1,40 @@
+"""Run a chapter's code outside Jupyter: the cells of its solution notebook, without the tests.
+
+Used by the GPU measurement scripts in ``results/``: they need the reference kernels exactly as the
+solution notebook defines them, not a copy that could drift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+
+def _is_test(cell) -> bool:
+    meta = cell.metadata.get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def _strip_magics(source: str) -> str:
+    return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+
+
+def load_namespace(notebook: Path, through_last_solution: bool = True) -> dict[str, object]:
+    """Execute the notebook's code cells (hidden-test cells excluded) in a fresh namespace.
+
+    With ``through_last_solution`` it stops after the last solution cell, so benchmark and plot cells
+    that follow the exercises are not run.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    nb = nbformat.read(notebook, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and not _is_test(c)]
+    if through_last_solution:
+        last = max((i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("solution")), default=-1)
+        cells = cells[: last + 1] if last >= 0 else cells
+    ns: dict[str, object] = {"__name__": "__course_notebook__"}
+    for c in cells:
+        exec(compile(_strip_magics(c.source), f"{notebook.name}:{c.get('id', '?')}", "exec"), ns)
+    return ns

@@ -1,0 +1,75 @@
+"""Regenerate the student notebooks (``notebooks/``) from the solution notebooks (``solutions/``).
+
+nbgrader's ``generate_assignment`` does the work: it replaces every ``### BEGIN SOLUTION`` region
+with the stub, removes ``### BEGIN HIDDEN TESTS`` regions, clears outputs and records checksums.
+We run it in a throw-away course directory, so releasing never touches a gradebook, then write the
+result in nbformat's canonical form. :func:`drift` regenerates into a temporary folder and lists every
+file that differs from what is committed: the test suite fails on any drift.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from grader.course import NOTEBOOKS, SOLUTIONS, assignments
+from grader.nbgrader_cli import prepare_course_dir, run_nbgrader
+
+
+class ReleaseError(RuntimeError):
+    """nbgrader refused to generate a student notebook; the message carries its log."""
+
+
+def normalise(path: Path) -> None:
+    """Rewrite a notebook without outputs or execution counts, in nbformat's canonical JSON."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    nbformat.write(nb, path)
+
+
+def generate(ids: list[str] | None = None, dest: Path = NOTEBOOKS) -> list[Path]:
+    """Generate the student version of each assignment into ``dest/<id>/``; return the files written."""
+    ids = ids or assignments()
+    written: list[Path] = []
+    with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
+        root = Path(tmp)
+        prepare_course_dir(root)
+        for a in ids:
+            shutil.copytree(SOLUTIONS / a, root / "solutions" / a,
+                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+            result = run_nbgrader(root, "generate_assignment", a, "--force", "--no-db")
+            if result.returncode != 0:
+                raise ReleaseError(f"nbgrader generate_assignment {a} failed:\n{result.log}")
+            target = dest / a
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(root / "notebooks" / a, target)
+            for nb in sorted(target.glob("*.ipynb")):
+                normalise(nb)
+            written += sorted(p for p in target.rglob("*") if p.is_file())
+    return written
+
+
+def drift(ids: list[str] | None = None, committed: Path = NOTEBOOKS) -> list[str]:
+    """Files of ``committed`` (``notebooks/``) that differ from a fresh generation: missing, changed, extra."""
+    ids = ids or assignments()
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="course-drift-") as tmp:
+        fresh = Path(tmp)
+        generate(ids, fresh)
+        for a in ids:
+            made = {p.relative_to(fresh) for p in (fresh / a).rglob("*") if p.is_file()}
+            have = {p.relative_to(committed) for p in (committed / a).rglob("*") if p.is_file()} \
+                if (committed / a).exists() else set()
+            problems += [f"missing: notebooks/{p}" for p in sorted(made - have)]
+            problems += [f"not generated from solutions/: notebooks/{p}" for p in sorted(have - made)]
+            problems += [f"differs from the generator's output: notebooks/{p}" for p in sorted(made & have)
+                         if not filecmp.cmp(fresh / p, committed / p, shallow=False)]
+    return problems

@@ -1,0 +1,27 @@
+"""The nbgrader configuration of the course, applied by ``nbgrader_config.py`` files.
+
+The repository root is itself an nbgrader course directory (``solutions/`` is the source directory and
+``notebooks/`` the release directory), so plain ``nbgrader`` commands work there; the grader builds
+its own throw-away course directories with the same settings.
+"""
+
+from __future__ import annotations
+
+#: Seconds one cell may run before it is interrupted. Generous: under Triton's interpreter a hidden test
+#: cell takes seconds, and on a GPU the first call of a kernel includes its compilation.
+CELL_TIMEOUT_S = 300
+
+CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+
+
+def configure(c) -> None:
+    """Apply the course's settings to a traitlets config object ``c``."""
+    c.CourseDirectory.course_id = "triton-kernels-course"
+    c.CourseDirectory.source_directory = "solutions"
+    c.CourseDirectory.release_directory = "notebooks"
+    c.ClearSolutions.code_stub = {"python": CODE_STUB}
+    c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+    c.Execute.timeout = CELL_TIMEOUT_S
+    c.Execute.interrupt_on_timeout = True
+    # A student who deleted a test cell gets it back rather than silently skipping it.
+    c.OverwriteCells.add_missing_cells = True

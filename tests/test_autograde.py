@@ -1,0 +1,80 @@
+"""Real nbgrader autograde, on this machine (Triton's interpreter, no GPU).
+
+For every chapter: the solution handed in as a student's notebook earns every point that can be
+graded here, the untouched student notebook earns nothing, and performance checks are reported as
+not graded with no points. For the vector-add chapter, the example corpus fails where it should.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from grader.autograde import find_submissions, grade_all, graded_cells
+from grader.course import solution_notebook
+from grader.examples import apply_answers, build_submissions
+from grader.results import read_json
+from tests.conftest import CHAPTERS, ROOT
+
+pytestmark = pytest.mark.notebook
+
+
+def _solution_answers(chapter):
+    nb = nbformat.read(solution_notebook(chapter), as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: None for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_solution_earns_every_gradable_point_and_untouched_earns_none(chapter, tmp_path):
+    submitted = tmp_path / "submitted"
+    for student, answers in (("solution", _solution_answers(chapter)), ("untouched", {})):
+        dest = submitted / student / chapter / f"{chapter}.ipynb"
+        dest.parent.mkdir(parents=True)
+        nbformat.write(apply_answers(chapter, answers), dest)
+    records = grade_all(find_submissions(submitted, chapter), tmp_path / "out", workers=2)
+    by_student = {s: [r for r in records if r.student == s] for s in ("solution", "untouched")}
+    cells = graded_cells(chapter)
+    assert len(by_student["solution"]) == len(cells)
+    for r in by_student["solution"]:
+        if r.status == "not_graded":
+            assert r.points == 0 and r.message.startswith("NOT GRADED")
+        else:
+            assert r.status == "passed" and r.points == r.max_points, r
+    assert sum(r.points for r in by_student["untouched"]) == 0
+    assert all(r.status in ("failed", "not_graded") for r in by_student["untouched"])
+
+
+def test_vector_add_examples_fail_for_the_right_reason(tmp_path):
+    students = build_submissions("03_vector_add", tmp_path / "submitted")
+    assert {"ada_correct", "ben_untouched", "dev_floor_grid", "eve_float32_out"} <= set(students)
+    keep = ["ada_correct", "dev_floor_grid", "eve_float32_out"]
+    subs = [s for s in find_submissions(tmp_path / "submitted", "03_vector_add") if s.student in keep]
+    records = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2)}
+    assert records[("ada_correct", "test_add_ragged")].status == "passed"
+    tail = records[("dev_floor_grid", "test_add_ragged")]
+    assert tail.status == "failed" and "never written" in tail.message
+    fp16 = records[("eve_float32_out", "test_add_fp16")]
+    assert fp16.status == "failed" and "returned dtype float32, expected float16" in fp16.message
+    assert records[("eve_float32_out", "test_add_ragged")].status == "passed"
+    assert records[("ada_correct", "test_add_bandwidth")].status == "not_graded"
+
+
+def test_command_line_contract(tmp_path):
+    """`python -m grader autograde` writes grades.json with the documented fields, and a CSV."""
+    build_submissions("03_vector_add", tmp_path / "submitted")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "grader", "autograde", str(tmp_path / "submitted"),
+                           "--assignment", "03_vector_add", "--student", "ada_correct", "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads((out / "grades.json").read_text())
+    assert rows and all({"student", "assignment", "grade_id", "points", "max_points", "status", "message"} <= set(r)
+                        for r in rows)
+    assert read_json(out / "grades.json")[0].student == "ada_correct"
+    assert "ada_correct" in (out / "grades.csv").read_text()
+    assert "ada_correct" in proc.stdout and "NOT GRADED" in proc.stdout

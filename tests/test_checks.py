@@ -1,0 +1,150 @@
+"""utils.checks finds the mistakes students make, and says which; utils.inputs rejects bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import utils  # noqa: F401  -- turns the interpreter on before the kernels below are defined
+from utils.checks import CheckFailed, GuardedAllocations, Hint, check, guarded_copy, tolerance_for
+from utils.inputs import BadInputError, expect
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK_SLACK: tl.constexpr):
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < n + MASK_SLACK
+    tl.store(out_ptr + idx, tl.load(x_ptr + idx, mask=ok) + tl.load(y_ptr + idx, mask=ok), mask=ok)
+
+
+def _launch(x, y, *, programs=None, slack=0, out_dtype=None):
+    out = torch.empty_like(x, dtype=out_dtype or x.dtype)
+    n = x.numel()
+    _add_kernel[(programs if programs is not None else triton.cdiv(n, 128),)](x, y, out, n, BLOCK=128,
+                                                                               MASK_SLACK=slack)
+    return out
+
+
+def good(x, y):
+    return _launch(x, y)
+
+
+def _inputs(n=1000, dtype=torch.float32):
+    return torch.randn(n, dtype=dtype), torch.randn(n, dtype=dtype)
+
+
+def _fail(fn, args=None, **kw) -> str:
+    with pytest.raises(CheckFailed) as info:
+        check(fn, args or _inputs(), lambda x, y: x + y, atol=1e-6, rtol=1e-5, **kw)
+    return str(info.value)
+
+
+def test_a_correct_kernel_passes():
+    result = check(good, _inputs(), lambda x, y: x + y, atol=1e-6, rtol=1e-5)
+    assert result.ok and result.total == 1000
+
+
+def test_unwritten_tail_is_named_with_its_indices():
+    msg = _fail(lambda x, y: _launch(x, y, programs=1000 // 128))
+    assert "104 elements were never written" in msg and "[896]..[999]" in msg
+
+
+def test_store_past_the_end_is_reported_as_out_of_bounds():
+    msg = _fail(lambda x, y: _launch(x, y, slack=128))
+    assert "Out-of-bounds stores" in msg and "24 after the end" in msg
+
+
+def test_wrong_values_show_expected_against_got():
+    def off_by_one(x, y):
+        out = good(x, y)
+        out[5] += 1.0
+        return out
+    msg = _fail(off_by_one)
+    assert "1 of 1000 output elements are wrong" in msg and "[5]" in msg and "expected" in msg
+
+
+def test_wrong_dtype_is_named():
+    msg = _fail(lambda x, y: _launch(x, y, out_dtype=torch.float32), _inputs(dtype=torch.float16))
+    assert "returned dtype float32, expected float16" in msg
+
+
+def test_todo_stub_is_recognised():
+    def stub(x, y):
+        raise NotImplementedError()
+    assert "still a TODO stub" in _fail(stub)
+
+
+def test_a_raise_inside_an_interpreted_kernel_is_unwrapped():
+    @triton.jit
+    def broken(x_ptr):
+        raise NotImplementedError()
+
+    def fn(x, y):
+        broken[(1,)](x)
+        return x
+    assert "TODO stub" in _fail(fn)
+
+
+def test_other_exceptions_keep_their_type_and_message():
+    def fn(x, y):
+        raise IndexError("row 3 is missing")
+    assert "raised IndexError: row 3 is missing" in _fail(fn)
+
+
+def test_modified_input_is_reported():
+    def clobber(x, y):
+        out = good(x, y)
+        x.zero_()
+        return out
+    assert "Input 0 was modified" in _fail(clobber)
+
+
+def test_hint_is_added_when_it_applies():
+    hint = Hint(lambda c, args: bool(c.unwritten.any()), "grid too small?")
+    msg = _fail(lambda x, y: _launch(x, y, programs=1), hints=[hint])
+    assert "Hint: grid too small?" in msg
+
+
+def test_nan_matches_nan_and_inf_matches_inf():
+    x = torch.tensor([float("nan"), float("inf"), 1.0])
+    check(lambda a: a.clone(), (x,), lambda a: a, atol=0, rtol=0)
+
+
+def test_guarded_allocations_restore_torch():
+    original = torch.empty_like
+    src = torch.ones(3, 4).t()
+    with GuardedAllocations() as allocs:
+        assert torch.empty_like is not original
+        t = torch.empty_like(src)
+    assert t.stride() == original(src).stride()  # same layout as the real empty_like
+    assert allocs.find(t) is not None and torch.isnan(t).all()  # poisoned
+    assert torch.empty_like is original
+
+
+def test_guarded_copy_keeps_values_and_strides():
+    x = torch.randn(6, 5).t()
+    g = guarded_copy(x)
+    assert torch.equal(g, x) and g.stride() == x.stride()
+
+
+def test_tolerances_are_tighter_for_float32():
+    assert tolerance_for(torch.float32)[1] < tolerance_for(torch.float16)[1]
+
+
+@pytest.mark.parametrize("bad, needle", [
+    (lambda x: x.to(torch.int32), "dtype int32"),
+    (lambda x: x.to("meta"), "is on meta"),
+    (lambda x: x[:-1], "must match"),
+    (lambda x: "not a tensor", "must be a torch.Tensor"),
+])
+def test_expect_names_the_problem(bad, needle):
+    x = torch.randn(8)
+    with pytest.raises(BadInputError, match=needle):
+        expect("y", bad(x), like=x if needle == "must match" else None)
+
+
+def test_expect_rejects_strided_last_dim_when_asked():
+    with pytest.raises(BadInputError, match="stride 1"):
+        expect("x", torch.randn(4, 6).t(), contiguous_last_dim=True)

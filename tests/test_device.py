@@ -1,0 +1,88 @@
+"""Backend choice, the environment summary, the datasheet table and the no-GPU behaviour."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import utils
+from tests.conftest import ROOT
+from utils.bench import bandwidth_sweep, copy_bandwidth, gbps, time_ms
+from utils.gpus import spec_for
+from utils.grading import NOT_GRADED, bandwidth_points, quiet_stderr
+
+
+def test_interpreter_is_chosen_without_a_gpu():
+    assert not torch.cuda.is_available(), "this suite is meant for machines without a GPU"
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    assert utils.current().interpreted and utils.current().torch_device.type == "cpu"
+
+
+def test_interpreter_is_set_before_the_first_kernel_in_a_fresh_process():
+    code = ("import utils, triton, triton.language as tl, torch\n"
+            "@triton.jit\n"
+            "def k(p):\n    tl.store(p + tl.arange(0, 4), tl.arange(0, 4).to(tl.float32))\n"
+            "t = torch.zeros(4); k[(1,)](t); print(t.tolist())")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[0.0, 1.0, 2.0, 3.0]"
+
+
+def test_summary_names_versions_and_mode():
+    s = utils.current().summary()
+    assert torch.__version__ in s and "Triton interpreter" in s and "NOTE" in s
+
+
+def test_sizes_shrink_under_the_interpreter():
+    assert utils.current().pick(gpu=2**26, cpu=2**10) == 2**10
+
+
+@pytest.mark.parametrize("name, model", [("NVIDIA H200", "H200"), ("NVIDIA A100-SXM4-80GB", "A100"),
+                                         ("NVIDIA A10", "A10"), ("Tesla T4", "T4"), ("NVIDIA GeForce RTX 3050", None)])
+def test_datasheet_lookup(name, model):
+    spec = spec_for(name)
+    assert (spec.name if spec else None) == model
+
+
+def test_timing_without_a_gpu_says_so():
+    with pytest.raises(utils.NoGPUError, match="needs a CUDA GPU"):
+        time_ms(lambda: None)
+    copy_bandwidth.cache_clear()
+    with pytest.raises(utils.NoGPUError):
+        copy_bandwidth()
+
+
+def test_copy_bandwidth_can_be_fixed_by_the_grader(monkeypatch):
+    copy_bandwidth.cache_clear()
+    monkeypatch.setenv("COURSE_COPY_GBPS", "1234.5")
+    assert copy_bandwidth() == 1234.5
+    copy_bandwidth.cache_clear()
+
+
+def test_gbps_arithmetic():
+    assert gbps(12e9, 1000.0) == pytest.approx(12.0)
+
+
+def test_bandwidth_check_is_not_graded_without_a_gpu(capsys):
+    score = bandwidth_points(lambda: None, lambda: (), 1, fraction=0.75, points=2, what="add")
+    assert score == 0.0
+    assert capsys.readouterr().out.startswith(NOT_GRADED)
+
+
+def test_sweep_under_the_interpreter_is_labelled():
+    sweep = bandwidth_sweep({"clone": torch.clone}, lambda n: (torch.randn(n),), lambda n: 8 * n, [64, 128])
+    assert sweep.interpreted and len(sweep.series["clone"]) == 2
+    assert "not GPU performance" in sweep.table()
+
+
+def test_quiet_stderr_moves_writes_to_stdout(capfd):
+    with quiet_stderr():
+        print("from python", file=sys.stderr)
+        os.write(2, b"from a C library\n")
+    out, err = capfd.readouterr()
+    assert "from python" in out and "from a C library" in out and err == ""

@@ -1,0 +1,110 @@
+"""Timing kernels the way the course reports them.
+
+* :func:`time_ms` -- median of repeated runs, timed with CUDA events by ``triton.testing.do_bench``,
+  which also flushes the L2 cache before every run (so we measure HBM, not cache).
+* :func:`gbps` -- bandwidth from the bytes that *must* move: each input read once, each output
+  written once. Extra traffic a kernel causes shows up as a lower GB/s, which is the point.
+* :func:`copy_bandwidth` -- the ceiling: a device-to-device copy measured in this process. Targets are
+  fractions of it, so they mean the same on a T4 and on an H200.
+* :func:`bandwidth_sweep` -- GB/s against problem size for several implementations, for the plots.
+
+Under Triton's interpreter nothing here measures the GPU; :func:`bandwidth_sweep` then times one run
+with the host clock, so the plot still draws, and says that its numbers are not performance.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import torch
+
+from utils.device import current, require_gpu
+
+#: Set by the grader so that every submission in one run is held to the same calibrated ceiling.
+COPY_GBPS_ENV = "COURSE_COPY_GBPS"
+
+
+def time_ms(fn: Callable[[], object], *, warmup_ms: int = 25, rep_ms: int = 100) -> float:
+    """Median milliseconds per call of ``fn`` on the GPU (events, L2 flushed, warm-up excluded)."""
+    require_gpu("Timing a kernel")
+    import triton.testing
+    return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+
+
+def gbps(nbytes: int | float, ms: float) -> float:
+    """Gigabytes (1e9 bytes) per second for ``nbytes`` moved in ``ms`` milliseconds."""
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+@lru_cache(maxsize=None)
+def copy_bandwidth() -> float:
+    """Device-to-device copy bandwidth in GB/s (bytes read + bytes written), measured here once.
+
+    The grader may fix it for a whole run through the ``COURSE_COPY_GBPS`` environment variable.
+    """
+    if os.environ.get(COPY_GBPS_ENV):
+        return float(os.environ[COPY_GBPS_ENV])
+    require_gpu("Measuring copy bandwidth")
+    free, _ = torch.cuda.mem_get_info()
+    n = 2**28 if free > 8 * 2**30 else 2**26   # 1 GiB or 256 MiB of fp32: far larger than any L2
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda: dst.copy_(src), rep_ms=200)
+    del src, dst
+    torch.cuda.empty_cache()
+    return gbps(2 * n * 4, ms)
+
+
+def measure_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
+                 *, input_sets: int = 3) -> float:
+    """GB/s of ``fn(*inputs)``: the median over ``input_sets`` fresh input sets of each set's median time."""
+    times = []
+    for _ in range(input_sets):
+        inputs = make_inputs()
+        times.append(time_ms(lambda: fn(*inputs)))
+        del inputs
+    return gbps(nbytes, statistics.median(times))
+
+
+@dataclass
+class Sweep:
+    """GB/s (or, under the interpreter, host-clock throughput) of several implementations by size."""
+
+    sizes: list[int]
+    xlabel: str
+    series: dict[str, list[float]] = field(default_factory=dict)
+    interpreted: bool = False
+    copy_gbps: float | None = None
+
+    def table(self) -> str:
+        names = list(self.series)
+        head = f"{self.xlabel:>12} " + " ".join(f"{n:>14}" for n in names)
+        rows = [head] + [f"{s:>12} " + " ".join(f"{self.series[n][i]:>14.1f}" for n in names)
+                         for i, s in enumerate(self.sizes)]
+        unit = "(host clock, interpreter: not GPU performance)" if self.interpreted else "GB/s"
+        return "\n".join(rows + [unit])
+
+
+def bandwidth_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],
+                    nbytes: Callable[[int], int], sizes: Sequence[int], xlabel: str = "size") -> Sweep:
+    """Measure every implementation at every size; GB/s from ``nbytes(size)``."""
+    interpreted = current().interpreted
+    sweep = Sweep(list(sizes), xlabel, {name: [] for name in impls}, interpreted,
+                  None if interpreted else copy_bandwidth())
+    for size in sizes:
+        inputs = make_inputs(size)
+        for name, fn in impls.items():
+            if interpreted:
+                start = time.perf_counter()
+                fn(*inputs)
+                ms = (time.perf_counter() - start) * 1e3
+            else:
+                ms = time_ms(lambda: fn(*inputs))
+            sweep.series[name].append(gbps(nbytes(size), ms))
+        del inputs
+    return sweep

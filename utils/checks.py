@@ -1,0 +1,408 @@
+"""Checking a student's kernel: compare with a float64 reference and explain every difference.
+
+Three tools, used together by :func:`check`:
+
+* :class:`GuardedAllocations` -- while it is active, ``torch.empty``/``empty_like``/``zeros``... return
+  tensors filled with a *poison* bit pattern and surrounded by *guard* regions, so that afterwards we can
+  tell which output elements were never written and which stores landed out of bounds;
+* :func:`guarded_copy` -- puts an input inside a guard region, so an unmasked load reads a NaN sentinel
+  (not another tensor, and not unmapped memory);
+* :func:`compare` -- elementwise comparison with a float64 reference, summarised as ranges of indices
+  with expected-against-got values, the way a student would debug it by hand.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+#: Bit patterns. Poison fills fresh outputs ("never written"), guard fills the regions around outputs
+#: and the read guard the regions around inputs. All are quiet NaNs with payloads that arithmetic does
+#: not produce; the two guards differ because NaN arithmetic on the CPU keeps an operand's payload, so
+#: an unmasked ``load + load`` past the end of the inputs would otherwise store the guard pattern back.
+_POISON_BITS = {torch.float32: 0x7FC0DEAD, torch.float16: 0x7E5A, torch.bfloat16: 0x7FDA,
+                torch.float64: 0x7FF8DEADDEADDEAD}
+_GUARD_BITS = {torch.float32: 0x7FC0BEEF, torch.float16: 0x7E3C, torch.bfloat16: 0x7FBC,
+               torch.float64: 0x7FF8BEEFBEEFBEEF}
+_READ_GUARD_BITS = {torch.float32: 0x7FC0F00D, torch.float16: 0x7E0F, torch.bfloat16: 0x7FCF,
+                    torch.float64: 0x7FF8F00DF00DF00D}
+_INT_VIEW = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+DEFAULT_PAD = 4096  # elements of guard on each side: more than any sensible BLOCK
+
+
+class CheckFailed(AssertionError):
+    """A self-check or hidden test found a difference; the message explains it."""
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(_INT_VIEW[t.element_size()])
+
+
+def _fill_pattern(t: torch.Tensor, table: dict[torch.dtype, int], fallback: int) -> None:
+    if t.dtype in table:
+        _bits(t).fill_(table[t.dtype])
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(fallback)
+
+
+def _has_pattern(t: torch.Tensor, table: dict[torch.dtype, int], fallback: int) -> torch.Tensor:
+    if t.dtype in table:
+        return _bits(t) == table[t.dtype]
+    if t.dtype == torch.bool:
+        return torch.zeros_like(t)
+    return t == fallback
+
+
+def _span(shape: Sequence[int], stride: Sequence[int]) -> int:
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((s - 1) * st for s, st in zip(shape, stride))
+
+
+@dataclass
+class GuardedTensor:
+    """A tensor view living at offset ``pad`` of a larger buffer whose rest holds the guard pattern."""
+
+    view: torch.Tensor
+    buffer: torch.Tensor
+    pad: int
+
+    def out_of_bounds_writes(self) -> tuple[int, int]:
+        """How many guard elements (before, after) the tensor were overwritten."""
+        span = _span(self.view.shape, self.view.stride())
+        before = self.buffer[: self.pad]
+        after = self.buffer[self.pad + span:]
+        bad = lambda region: int((~_has_pattern(region, _GUARD_BITS, -0x5EED)).sum())  # noqa: E731
+        return bad(before), bad(after)
+
+
+def _guarded_alloc(shape, stride, dtype, device, pad: int, body: str, empty,
+                   guard: dict[torch.dtype, int] = _GUARD_BITS) -> GuardedTensor:
+    span = _span(shape, stride)
+    buffer = empty(span + 2 * pad, dtype=dtype, device=device)
+    _fill_pattern(buffer, guard, -0x5EED)
+    view = buffer.as_strided(tuple(shape), tuple(stride), pad)
+    if body == "poison":
+        _fill_pattern(view, _POISON_BITS, -0x7A7A)
+    elif body == "zeros":
+        view.zero_()
+    elif body == "ones":
+        view.fill_(1)
+    return GuardedTensor(view, buffer, pad)
+
+
+def guarded_copy(t: torch.Tensor, pad: int = DEFAULT_PAD) -> torch.Tensor:
+    """``t``'s values in a fresh tensor of the same shape and strides, with guard regions around it."""
+    g = _guarded_alloc(t.shape, t.stride(), t.dtype, t.device, pad, "none", torch.empty, _READ_GUARD_BITS)
+    g.view.copy_(t)
+    return g.view
+
+
+class GuardedAllocations:
+    """Context manager: tensors allocated by torch.empty/empty_like/empty_strided/zeros/zeros_like/
+    ones/ones_like and Tensor.new_empty/new_zeros inside it are guarded (``empty`` ones also poisoned).
+
+    Anything the wrapper cannot reproduce exactly (``out=``, sparse layouts, pinned memory) falls back to
+    the real function, so the student's code never behaves differently because it is being checked.
+    """
+
+    _TORCH = {"empty": "poison", "empty_like": "poison", "empty_strided": "poison",
+              "zeros": "zeros", "zeros_like": "zeros", "ones": "ones", "ones_like": "ones"}
+    _METHODS = {"new_empty": "poison", "new_zeros": "zeros", "new_ones": "ones"}
+
+    def __init__(self, pad: int = DEFAULT_PAD):
+        self.pad = pad
+        self.allocations: list[GuardedTensor] = []
+        self._saved: dict[tuple[object, str], Callable] = {}
+
+    def find(self, t: torch.Tensor) -> GuardedTensor | None:
+        """The guarded allocation whose storage ``t`` lives in, if any."""
+        ptr = t.untyped_storage().data_ptr()
+        return next((g for g in self.allocations if g.buffer.untyped_storage().data_ptr() == ptr), None)
+
+    def _wrap(self, original: Callable, body: str, is_method: bool) -> Callable:
+        real_empty = self._saved.get((torch, "empty"), torch.empty)
+
+        def wrapper(*args, **kwargs):
+            if kwargs.get("out") is not None or kwargs.get("pin_memory") or kwargs.get("layout") not in (
+                    None, torch.strided):
+                return original(*args, **kwargs)
+            try:
+                meta_kwargs = dict(kwargs, device="meta")
+                meta_kwargs.pop("requires_grad", None)
+                if is_method:
+                    self_t, rest = args[0], args[1:]
+                    device = kwargs.get("device") or self_t.device
+                    template = original(self_t.to("meta"), *rest, **meta_kwargs)
+                else:
+                    device = kwargs.get("device")
+                    if device is None and args and isinstance(args[0], torch.Tensor):
+                        device = args[0].device  # the *_like functions
+                    if device is None:
+                        device = torch.get_default_device()
+                    meta_args = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
+                    template = original(*meta_args, **meta_kwargs)
+                g = _guarded_alloc(template.shape, template.stride(), template.dtype, torch.device(device),
+                                   self.pad, body, real_empty)
+            except Exception:
+                return original(*args, **kwargs)
+            self.allocations.append(g)
+            return g.view
+
+        return wrapper
+
+    def __enter__(self) -> "GuardedAllocations":
+        for name in self._TORCH:
+            self._saved[(torch, name)] = getattr(torch, name)
+        for name in self._METHODS:
+            self._saved[(torch.Tensor, name)] = getattr(torch.Tensor, name)
+        for name, body in self._TORCH.items():
+            setattr(torch, name, self._wrap(self._saved[(torch, name)], body, False))
+        for name, body in self._METHODS.items():
+            setattr(torch.Tensor, name, self._wrap(self._saved[(torch.Tensor, name)], body, True))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for (owner, name), fn in self._saved.items():
+            setattr(owner, name, fn)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Comparing with a reference
+# ---------------------------------------------------------------------------------------------------
+
+@dataclass
+class Comparison:
+    """The outcome of comparing one output with its float64 reference."""
+
+    total: int
+    wrong: torch.Tensor            # bool mask, flattened: value differs (includes never-written)
+    unwritten: torch.Tensor        # bool mask, flattened: still holds the poison pattern
+    got: torch.Tensor              # float64, flattened
+    expected: torch.Tensor         # float64, flattened
+    shape: tuple[int, ...]
+    atol: float
+    rtol: float
+    oob_before: int = 0
+    oob_after: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not bool(self.wrong.any()) and self.oob_before == 0 and self.oob_after == 0
+
+    def index(self, flat: int) -> str:
+        return "[" + ", ".join(str(i) for i in _unravel(flat, self.shape)) + "]"
+
+
+def _unravel(flat: int, shape: Sequence[int]) -> list[int]:
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size if size else 0)
+        flat //= max(size, 1)
+    return list(reversed(out)) or [0]
+
+
+def _runs(mask: torch.Tensor, limit: int = 4) -> tuple[list[tuple[int, int]], int]:
+    """Maximal runs [start, stop) of True in a flat bool mask: the first ``limit`` and how many in all."""
+    idx = torch.nonzero(mask.cpu(), as_tuple=False).flatten().tolist()
+    runs: list[tuple[int, int]] = []
+    for i in idx:
+        if runs and runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], i + 1)
+        else:
+            runs.append((i, i + 1))
+    return runs[:limit], len(runs)
+
+
+def compare(got: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: float,
+            allocation: GuardedTensor | None = None) -> Comparison:
+    """Elementwise |got - expected| <= atol + rtol * |expected|; NaN matches NaN, inf matches inf."""
+    unwritten = _has_pattern(got.detach(), _POISON_BITS, -0x7A7A).reshape(-1).cpu() \
+        if allocation is not None else torch.zeros(got.numel(), dtype=torch.bool)
+    g = got.detach().to(torch.float64).reshape(-1).cpu()
+    e = expected.detach().to(torch.float64).reshape(-1).cpu()
+    close = (g - e).abs() <= atol + rtol * e.abs()
+    close |= (g == e)                       # equal infinities
+    close |= torch.isnan(g) & torch.isnan(e)
+    close &= ~unwritten
+    before, after = allocation.out_of_bounds_writes() if allocation is not None else (0, 0)
+    return Comparison(g.numel(), ~close, unwritten, g, e, tuple(got.shape), atol, rtol, before, after)
+
+
+def _fmt(v: float) -> str:
+    if math.isnan(v):
+        return "nan"
+    return f"{v:.6g}"
+
+
+def describe(c: Comparison, max_rows: int = 8) -> str:
+    """The Triton-Puzzles-style explanation of a failed comparison."""
+    lines = []
+    n_wrong = int(c.wrong.sum())
+    if n_wrong:
+        lines.append(f"{n_wrong} of {c.total} output elements are wrong "
+                     f"(tolerance |got - expected| <= {c.atol:g} + {c.rtol:g}*|expected|).")
+    n_unwritten = int(c.unwritten.sum())
+    if n_unwritten:
+        runs, count = _runs(c.unwritten)
+        shown = ", ".join(f"{c.index(a)}..{c.index(b - 1)}" if b - a > 1 else c.index(a) for a, b in runs)
+        lines.append(f"{n_unwritten} elements were never written (they still hold the poison value): "
+                     f"{shown}{' ...' if count > len(runs) else ''}")
+    if c.oob_before or c.oob_after:
+        lines.append(f"Out-of-bounds stores: {c.oob_before} element(s) before the start and "
+                     f"{c.oob_after} after the end of the output were overwritten. Is every tl.store masked?")
+    wrong_written = c.wrong & ~c.unwritten
+    if bool(wrong_written.any()):
+        runs, count = _runs(wrong_written)
+        shown = ", ".join(f"{c.index(a)}..{c.index(b - 1)}" if b - a > 1 else c.index(a) for a, b in runs)
+        lines.append(f"Wrong values at {shown}{' ...' if count > len(runs) else ''}")
+        rows = torch.nonzero(wrong_written, as_tuple=False).flatten()[:max_rows].tolist()
+        lines.append(f"  {'index':<16}{'expected':>14}{'got':>14}{'|diff|':>12}")
+        for i in rows:
+            ev, gv = float(c.expected[i]), float(c.got[i])
+            lines.append(f"  {c.index(i):<16}{_fmt(ev):>14}{_fmt(gv):>14}{_fmt(abs(gv - ev)):>12}")
+        finite = torch.isfinite(c.got) & torch.isfinite(c.expected) & wrong_written
+        if bool(finite.any()):
+            diff = (c.got - c.expected).abs()[finite]
+            lines.append(f"  largest |diff| among wrong elements: {_fmt(float(diff.max()))}")
+        nan_new = torch.isnan(c.got) & ~torch.isnan(c.expected) & ~c.unwritten
+        if bool(nan_new.any()):
+            lines.append(f"  {int(nan_new.sum())} element(s) are NaN where the reference is finite "
+                         "(an overflow, or a load past the end of an input: the guard region reads as NaN).")
+    lines += c.notes
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Running a student's function and explaining what went wrong
+# ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Hint:
+    """A known trap: when ``applies(comparison, inputs)`` is true, ``message`` is added to the report."""
+
+    applies: Callable[[Comparison, Sequence[torch.Tensor]], bool]
+    message: str
+
+
+def _student_frame(exc: BaseException) -> str:
+    """``cell line N: source`` for the innermost frame that comes from a notebook cell."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "ipykernel" in f.filename or f.filename.startswith("<ipython")]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f"\n  at your code, line {f.lineno}: {(f.line or '').strip()}"
+
+
+def explain_exception(exc: BaseException, call: str) -> str:
+    """Turn whatever a student's function raised into one or two plain sentences."""
+    inner = exc
+    cause = getattr(exc, "__cause__", None)
+    if type(exc).__name__ == "InterpreterError" and cause is not None:
+        inner = cause  # the interpreter wraps the real exception
+    text = str(inner).strip()
+    if isinstance(inner, NotImplementedError) or "NotImplementedError" in text:
+        return f"{call} is still a TODO stub: replace `raise NotImplementedError()` with your code."
+    if type(inner).__name__ == "CompilationError":
+        if "Raise" in text or "NotImplementedError" in text:
+            return f"{call}: the kernel still contains the TODO stub `raise NotImplementedError()`."
+        first = [ln for ln in text.splitlines() if ln.strip()][-3:]
+        return f"{call}: Triton could not compile the kernel:\n  " + "\n  ".join(first)
+    if type(inner).__name__ == "OutOfResources":
+        return f"{call}: the kernel asks for more registers or shared memory than the GPU has ({text}). "\
+               "Try a smaller BLOCK or fewer stages."
+    return f"{call} raised {type(inner).__name__}: {text}{_student_frame(exc)}"
+
+
+def describe_inputs(args: Sequence[object]) -> str:
+    parts = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            dt = str(a.dtype).replace("torch.", "")
+            strides = "" if a.is_contiguous() else f" strides={tuple(a.stride())}"
+            parts.append(f"{dt}{list(a.shape)}{strides}")
+        else:
+            parts.append(repr(a))
+    return ", ".join(parts)
+
+
+def check(fn: Callable[..., torch.Tensor], args: Sequence[object], reference: Callable[..., torch.Tensor],
+          *, atol: float, rtol: float, name: str | None = None, hints: Sequence[Hint] = (),
+          guard_inputs: bool = True, inputs_unchanged: bool = True) -> Comparison:
+    """Run ``fn(*args)`` and compare it with ``reference`` evaluated in float64; raise
+    :class:`CheckFailed` with an explanation if anything is off, else return the comparison.
+
+    Inputs are copied into guard regions first; outputs allocated inside ``fn`` are poisoned and
+    guarded. The output must have the reference's shape and the first input's dtype and device.
+    """
+    __tracebackhide__ = True
+    call = name or getattr(fn, "__name__", "your function")
+    label = f"{call}({describe_inputs(args)})"
+    args = [guarded_copy(a) if guard_inputs and isinstance(a, torch.Tensor) else a for a in args]
+    before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+    with GuardedAllocations() as allocs:
+        try:
+            got = fn(*args)
+        except Exception as exc:  # the student's code failed: explain, don't dump Triton internals
+            raise CheckFailed(explain_exception(exc, label)) from None
+    wide = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    expected = reference(*wide)
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    problems = []
+    if not isinstance(got, torch.Tensor):
+        raise CheckFailed(f"{label} returned {type(got).__name__}, expected a tensor (did you forget "
+                          "`return out`?)")
+    if tuple(got.shape) != tuple(expected.shape):
+        problems.append(f"returned shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+    if first is not None and got.dtype != first.dtype:
+        problems.append(f"returned dtype {str(got.dtype).replace('torch.', '')}, expected "
+                        f"{str(first.dtype).replace('torch.', '')} (the input's dtype)")
+    if first is not None and got.device != first.device:
+        problems.append(f"returned a tensor on {got.device}, expected {first.device}")
+    if problems:
+        raise CheckFailed(f"{label} " + "; ".join(problems))
+    result = compare(got, expected, atol=atol, rtol=rtol, allocation=allocs.find(got))
+    if inputs_unchanged:
+        for i, (a, b) in enumerate(zip(args, before)):
+            if b is not None and not torch.equal(_bits(a) if a.is_floating_point() else a,
+                                                 _bits(b) if b.is_floating_point() else b):
+                result.notes.append(f"Input {i} was modified; kernels must leave their inputs untouched.")
+    if not result.ok or result.notes:
+        report = describe(result)
+        extra = [h.message for h in hints if _safe(h.applies, result, args)]
+        raise CheckFailed(f"{label}:\n{report}" + "".join(f"\nHint: {m}" for m in extra))
+    return result
+
+
+def _safe(pred: Callable, *a) -> bool:
+    try:
+        return bool(pred(*a))
+    except Exception:
+        return False
+
+
+def check_all(fn: Callable[..., torch.Tensor], cases: Sequence[Sequence[object]],
+              reference: Callable[..., torch.Tensor], *, tolerances: Callable[[torch.dtype], tuple[float, float]],
+              hints: Sequence[Hint] = (), name: str | None = None, quiet: bool = False) -> None:
+    """:func:`check` each case (tolerances chosen by the first input's dtype); print one line each."""
+    __tracebackhide__ = True
+    for args in cases:
+        first = next(a for a in args if isinstance(a, torch.Tensor))
+        atol, rtol = tolerances(first.dtype)
+        check(fn, args, reference, atol=atol, rtol=rtol, hints=hints, name=name)
+        if not quiet:
+            print(f"ok  {name or fn.__name__}({describe_inputs(args)})")
+
+
+def tolerance_for(dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol) for elementwise kernels that compute in fp32 and round to ``dtype`` once."""
+    return {torch.float32: (1e-6, 1e-5), torch.float16: (1e-3, 1e-3),
+            torch.bfloat16: (1e-2, 1e-2), torch.float64: (1e-12, 1e-12)}.get(dtype, (0.0, 0.0))

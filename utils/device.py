@@ -1,0 +1,141 @@
+"""Where kernels run: a CUDA GPU, or Triton's interpreter on the CPU.
+
+Importing :mod:`utils` calls :func:`choose_backend`, which sets ``TRITON_INTERPRET=1`` when there is no
+CUDA GPU. It has to happen before the first ``@triton.jit`` decorates a kernel, which is why the setup
+cell of every notebook imports ``utils`` before defining any kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+
+import torch
+
+from utils.gpus import GpuSpec, spec_for
+from utils.versions import VersionVerdict, check_versions
+
+
+class NoGPUError(RuntimeError):
+    """Raised by code that can only run on a CUDA GPU (timing, compiled-kernel statistics)."""
+
+
+def _interpreter_requested() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def choose_backend() -> bool:
+    """Turn Triton's interpreter on when there is no usable CUDA GPU; return True if it is on.
+
+    Setting ``TRITON_INTERPRET=1`` yourself forces the interpreter even on a GPU machine.
+    """
+    if not _interpreter_requested() and not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+    return _interpreter_requested()
+
+
+@dataclass(frozen=True)
+class Device:
+    """The device this notebook runs its kernels on, and what is known about it."""
+
+    interpreted: bool
+    torch_device: torch.device
+    name: str
+    compute_capability: tuple[int, int] | None
+    sms: int | None
+    peak_gbps: float | None
+    spec: GpuSpec | None
+    versions: list[VersionVerdict] = field(default_factory=list)
+
+    @property
+    def is_gpu(self) -> bool:
+        return not self.interpreted
+
+    def pick(self, *, gpu, cpu):
+        """``gpu`` on a GPU, ``cpu`` under the interpreter: problem sizes shrink by ~1000x on the CPU."""
+        return cpu if self.interpreted else gpu
+
+    def notices(self) -> list[str]:
+        """Known limits of this device that change what a chapter can show."""
+        out = [v.describe() for v in self.versions if not v.tested]
+        if self.interpreted:
+            out.append("No CUDA GPU: kernels run in Triton's interpreter on the CPU. Problem sizes are "
+                       "scaled down, timings are skipped, and bandwidth checks are not graded here.")
+        elif self.compute_capability is not None and self.compute_capability < (8, 0):
+            out.append(f"{self.name} (sm_{self.compute_capability[0]}{self.compute_capability[1]}): "
+                       "tl.dot runs on FMA units without tensor cores, and bfloat16 is not available.")
+        return out
+
+    def summary(self) -> str:
+        """A few lines describing the environment, for the top of every notebook."""
+        rows = [("device", self.name)]
+        if self.compute_capability is not None:
+            rows.append(("compute capability", "%d.%d" % self.compute_capability))
+        if self.sms is not None:
+            rows.append(("SMs", str(self.sms)))
+        if self.peak_gbps is not None:
+            rows.append(("peak memory bandwidth", f"{self.peak_gbps:,.0f} GB/s (datasheet)"))
+        rows += [("python", platform.python_version()), ("torch", torch.__version__),
+                 ("triton", _triton_version()),
+                 ("mode", "Triton interpreter (CPU)" if self.interpreted else "compiled (CUDA)")]
+        width = max(len(k) for k, _ in rows)
+        lines = [f"{k:<{width}}  {v}" for k, v in rows]
+        lines += [f"NOTE: {n}" for n in self.notices()]
+        return "\n".join(lines)
+
+
+def _triton_version() -> str:
+    import triton
+    return triton.__version__
+
+
+def _peak_gbps_from_driver() -> float | None:
+    """Peak DRAM bandwidth from the memory clock and bus width the driver reports."""
+    try:
+        import triton
+        props = triton.runtime.driver.active.utils.get_device_properties(torch.cuda.current_device())
+        return props["mem_clock_rate"] * 1e3 * 2 * props["mem_bus_width"] / 8 / 1e9
+    except Exception:  # older drivers or Triton versions: fall back on the datasheet
+        return None
+
+
+def detect() -> Device:
+    """Describe the device kernels will run on (call after :func:`choose_backend`)."""
+    interpreted = choose_backend()
+    versions = check_versions({"torch": torch.__version__, "triton": _triton_version()})
+    if interpreted:
+        return Device(True, torch.device("cpu"), f"CPU ({platform.processor() or platform.machine()})",
+                      None, None, None, None, versions)
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    spec = spec_for(props.name)
+    peak = _peak_gbps_from_driver() or (spec.peak_gbps if spec else None)
+    return Device(False, torch.device("cuda"), props.name, (props.major, props.minor),
+                  props.multi_processor_count, peak, spec, versions)
+
+
+_CURRENT: Device | None = None
+
+
+def current() -> Device:
+    """The device of this process (detected once)."""
+    global _CURRENT
+    if _CURRENT is None:
+        _CURRENT = detect()
+    return _CURRENT
+
+
+def setup(seed: int = 0, quiet: bool = False) -> Device:
+    """What the first cell of every notebook calls: pick the backend, seed, print a summary."""
+    device = current()
+    torch.manual_seed(seed)
+    if not quiet:
+        print(device.summary())
+    return device
+
+
+def require_gpu(what: str) -> None:
+    """Raise :class:`NoGPUError` naming ``what`` when kernels run in the interpreter."""
+    if current().interpreted:
+        raise NoGPUError(f"{what} needs a CUDA GPU; this session runs Triton's interpreter on the CPU. "
+                         "In Colab: Runtime > Change runtime type > T4 GPU.")

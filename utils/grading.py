@@ -1,0 +1,74 @@
+"""What the hidden tests of every chapter call.
+
+nbgrader gives a test cell zero points if it writes anything to stderr, so :func:`quiet_stderr` sends
+stderr (Python's and the file descriptor Triton's compiler writes to) to stdout while a check runs: a
+warning must never cost an honest submission its points. :func:`bandwidth_points` is the performance
+check: full points on a GPU when the kernel reaches its target, and on a machine without a GPU a
+plain "NOT GRADED" line and 0 points, never a silent pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+
+from utils.bench import copy_bandwidth, measure_gbps
+from utils.checks import CheckFailed, explain_exception
+from utils.device import current
+
+#: The grader looks for this at the start of a test cell's output to report ``not_graded``.
+NOT_GRADED = "NOT GRADED"
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Route stderr to stdout and silence warnings inside the block."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_fd = None
+    try:
+        saved_fd = os.dup(2)
+        os.dup2(1, 2)
+    except OSError:
+        saved_fd = None
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(sys.stdout):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        sys.stdout.flush()
+        if saved_fd is not None:
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+
+
+def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
+                     *, fraction: float, points: float, what: str) -> float:
+    """Points for reaching ``fraction`` of this GPU's copy bandwidth; 0 and NOT GRADED without a GPU.
+
+    The last expression of a graded cell is its score (nbgrader's partial credit), so a hidden test ends
+    with ``bandwidth_points(...)``. A kernel below target raises :class:`CheckFailed` with the numbers.
+    """
+    __tracebackhide__ = True
+    if current().interpreted:
+        print(f"{NOT_GRADED}: the bandwidth of {what} can only be measured on a CUDA GPU, and this run "
+              f"used Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; "
+              "the instructor grades it on a GPU.")
+        return 0.0
+    with quiet_stderr():
+        ceiling = copy_bandwidth()
+        try:
+            achieved = measure_gbps(fn, make_inputs, nbytes)
+        except Exception as exc:
+            raise CheckFailed(explain_exception(exc, what)) from None
+    target = fraction * ceiling
+    verdict = (f"{what}: {achieved:,.0f} GB/s; target {fraction:.0%} of this GPU's copy bandwidth "
+               f"({ceiling:,.0f} GB/s) = {target:,.0f} GB/s")
+    if achieved < target:
+        raise CheckFailed(verdict + ". Count the bytes your kernel moves: is anything read or written "
+                          "twice, or are the blocks too small to keep the memory system busy?")
+    print(verdict + ": passed")
+    return float(points)

@@ -1,0 +1,36 @@
+"""Plots students look at: bandwidth against size next to PyTorch."""
+
+from __future__ import annotations
+
+from utils.bench import Sweep
+
+
+def plot_sweep(sweep: Sweep, title: str, ax=None, peak_gbps: float | None = None):
+    """Draw GB/s against size for each implementation, with the measured copy bandwidth as a ceiling.
+
+    Under the interpreter the y-axis is host-clock throughput and the title says so: the shape of
+    the code path is real, the numbers are not GPU performance.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    for name, values in sweep.series.items():
+        ax.plot(sweep.sizes, values, marker="o", label=name)
+    if sweep.copy_gbps:
+        ax.axhline(sweep.copy_gbps, color="gray", linestyle="--",
+                   label=f"copy bandwidth, measured ({sweep.copy_gbps:,.0f} GB/s)")
+    if peak_gbps:
+        ax.axhline(peak_gbps, color="black", linestyle=":", label=f"datasheet peak ({peak_gbps:,.0f} GB/s)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(sweep.xlabel)
+    if sweep.interpreted:
+        ax.set_ylabel("GB/s by host clock")
+        title += "\n(Triton interpreter on the CPU: not GPU performance)"
+    else:
+        ax.set_ylabel("GB/s (bytes that must move / median time)")
+        ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
