@@ -1,6 +1,7 @@
 # The two commands of the README, and the steps they are made of.
 #   make demo   install everything, then run the instructor's job end to end on the example submissions
-#   make test   install everything, then run the full test suite (what .ci/run and GitHub Actions run)
+#   make test   install everything (and Chromium for the browser test), then run the full test suite
+#               (what .ci/run and GitHub Actions run)
 # On a machine with an NVIDIA GPU the install takes requirements/gpu.txt (CUDA torch), otherwise
 # requirements/cpu.txt with its lock (CPU torch; kernels run in Triton's interpreter).
 
@@ -11,8 +12,13 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 PINS := $(if $(HAS_GPU),-r requirements/gpu.txt,-r requirements/cpu.txt -c requirements/cpu.lock)
 DEMO_OUT ?= demo-output
 PYTEST_ARGS ?=
+# The browser test (tests/test_browser.py) drives this Chromium through Playwright. It is never a browser
+# downloaded by `playwright install`: Debian's package, installed below when missing (GitHub's Ubuntu
+# runners already have /usr/bin/chromium).
+CHROMIUM ?= $(or $(COURSE_CHROMIUM),/usr/bin/chromium)
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install demo test release check-release clean
+.PHONY: install browser demo test release check-release clean
 
 $(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/gpu.txt requirements/cpu.lock
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +28,17 @@ $(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/gpu.txt req
 
 install: $(VENV)/.installed
 
+browser:
+	@test -x $(CHROMIUM) || { echo "Installing Debian's chromium for the browser test ..."; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@test -x $(CHROMIUM) || { echo "no Chromium at $(CHROMIUM): the browser test will fail"; exit 1; }
+
 demo: install
 	$(PY) -m grader demo --out $(DEMO_OUT)
 
-test: install
-	$(PY) -m pytest -n 2 --dist loadgroup --timeout 1800 $(PYTEST_ARGS)
+test: install browser
+	COURSE_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadgroup --timeout 1800 $(PYTEST_ARGS)
 
 release: install
 	$(PY) -m grader release

@@ -1,7 +1,12 @@
 """Command line of the course grader.
 
     python -m grader release [ID ...] [--check]      regenerate notebooks/ from solutions/ (or check drift)
+    python -m grader collect ZIP --assignment ID --out SUBMITTED
+                                                     unpack an LMS download into SUBMITTED/<student>/<ID>/
     python -m grader autograde SUBMITTED --assignment ID [--student S] [--workers N] --out DIR
+                              [--force] [--timeout S] [--cell-timeout S] [--no-feedback] [--no-progress]
+                                                     grade: DIR/grades.json, grades.csv, feedback/, records/
+    python -m grader report DIR [DIR ...]            one table of every student's totals over several runs
     python -m grader demo [--out DIR] [--assignment ID ...]
                                                      release, build the example submissions, grade them
 """
@@ -14,10 +19,10 @@ import tempfile
 from pathlib import Path
 
 from grader import release
-from grader.autograde import Submission, find_submissions, grade_all
+from grader.autograde import SUBMISSION_TIMEOUT_S, Submission, find_submissions, grade_all
 from grader.course import assignments
 from grader.examples import build_submissions
-from grader.results import GradeRecord, summary_table, write_csv, write_json
+from grader.results import GradeRecord, read_json, summary_table, write_csv, write_json
 
 
 def _progress(total: int):
@@ -32,9 +37,13 @@ def _progress(total: int):
     return on_done
 
 
-def _grade(subs: list[Submission], out: Path, workers: int) -> list[GradeRecord]:
+def _grade(subs: list[Submission], out: Path, workers: int, args: argparse.Namespace | None = None) -> list[GradeRecord]:
     out.mkdir(parents=True, exist_ok=True)
-    records = grade_all(subs, out, workers=workers, on_done=_progress(len(subs)))
+    opts = {}
+    if args is not None:
+        opts = dict(force=args.force, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout,
+                    feedback=not args.no_feedback, progress=not args.no_progress)
+    records = grade_all(subs, out, workers=workers, on_done=_progress(len(subs)), **opts)
     write_json(records, out / "grades.json")
     write_csv(records, out / "grades.csv")
     print(summary_table(records))
@@ -61,7 +70,28 @@ def cmd_autograde(args: argparse.Namespace) -> int:
     if not subs:
         print(f"no submissions for {args.assignment} under {args.submitted}", file=sys.stderr)
         return 2
-    _grade(subs, Path(args.out), args.workers)
+    _grade(subs, Path(args.out), args.workers, args)
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from grader.collect import collect
+
+    report = collect(Path(args.zip), args.assignment, Path(args.out))
+    for c in report:
+        mark = "ok " if c.accepted else "-- "
+        print(f"{mark}{c.student or '?':<16} {c.source}" + "".join(f"\n      {p}" for p in c.problems))
+    n = len({c.student for c in report if c.accepted})
+    print(f"{n} submission(s) of {args.assignment} under {args.out}; details in {Path(args.out) / 'collect_report.json'}")
+    return 0 if n else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    records = [r for d in args.dirs for r in read_json(Path(d) / "grades.json")]
+    print(summary_table(records))
+    if args.csv:
+        write_csv(records, Path(args.csv))
+        print(f"totals: {args.csv}")
     return 0
 
 
@@ -96,7 +126,23 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--student")
     a.add_argument("--workers", type=int, default=1)
     a.add_argument("--out", required=True)
+    a.add_argument("--force", action="store_true", help="re-grade submissions already graded in DIR")
+    a.add_argument("--timeout", type=float, default=SUBMISSION_TIMEOUT_S, help="seconds per submission")
+    a.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell (default: course setting)")
+    a.add_argument("--no-feedback", action="store_true", help="skip the feedback HTML")
+    a.add_argument("--no-progress", action="store_true", help="no progress bar")
     a.set_defaults(fn=cmd_autograde)
+
+    c = sub.add_parser("collect", help="unpack an LMS zip of notebooks into SUBMITTED/<student>/<assignment>/")
+    c.add_argument("zip")
+    c.add_argument("--assignment", required=True)
+    c.add_argument("--out", required=True)
+    c.set_defaults(fn=cmd_collect)
+
+    rp = sub.add_parser("report", help="totals of one or more autograde output folders")
+    rp.add_argument("dirs", nargs="+")
+    rp.add_argument("--csv", help="also write the totals here")
+    rp.set_defaults(fn=cmd_report)
 
     d = sub.add_parser("demo", help="release, build the example submissions and grade them")
     d.add_argument("--out")

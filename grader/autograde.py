@@ -1,30 +1,52 @@
 """Grade submissions with nbgrader, each in a course directory of its own.
 
-For one run and one assignment, :class:`GradingTemplate` generates the assignment once into a gradebook.
-Each submission is then graded in a copy of that template (``DIR/work/<student>``): its own gradebook,
-its own child process, a wall-clock limit. One submission that loops, crashes its kernel or scribbles on
-its folder cannot touch another's grade. Scores come from the gradebook; the status and message of each
-test come from the autograded notebook (the error a test raised, or the NOT GRADED line of a
-performance check that had no GPU).
+The flow of one run (:func:`grade_all`):
+
+1. **Snapshot.** Every submitted notebook is read once into memory (bytes and SHA-256). Grading uses
+   these bytes, so a submission that rewrites another student's file on disk changes nothing.
+2. **Resume.** A submission whose record file ``DIR/records/<assignment>/<student>.json`` exists with
+   the same SHA-256 is not graded again (``force=True`` re-grades). Records are written as each
+   submission finishes, so a crash mid-class loses no graded work.
+3. **Calibrate.** The GPU copy bandwidth is measured once per GPU (``COURSE_COPY_GBPS``); without a GPU
+   every performance check reports ``not_graded``.
+4. **Template.** For each assignment, ``nbgrader generate_assignment`` fills a fresh gradebook in a
+   private temporary folder (outside ``DIR``), together with the release's trusted import lines.
+5. **Grade.** Each submission runs as one picklable :class:`GradingJob` through a
+   :class:`concurrent.futures.Executor` (threads by default, one GPU each; a Dask or Ray executor can be
+   passed instead). :func:`run_job` copies the template and *only* the submission's notebook into a
+   fresh workspace, repairs stripped nbgrader metadata from the release, runs real
+   ``nbgrader autograde`` in a child process under a wall-clock limit (with
+   :class:`grader.execute.CourseExecute`: trusted state, kernel-death recovery, output cap), reads the
+   points from the autograded notebook, cross-checks them with the gradebook, and generates the
+   feedback HTML with the hidden tests removed.
+6. **Verify.** After each submission the grader checks that the submitted notebooks and the record
+   files are unchanged on disk; anything changed is put back and reported.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from grader.course import REPO_ROOT, SOLUTIONS, solution_notebook
+from grader.execute import TRUSTED_IMPORTS_ENV, is_test, trusted_imports
 from grader.nbgrader_cli import prepare_course_dir, run_nbgrader
 from grader.results import GradeRecord
 from utils.grading import NOT_GRADED
+from utils.integrity import REQUIRE_KERNEL_ENV
 
 #: Wall-clock limit for one submission (all its cells together), seconds.
 SUBMISSION_TIMEOUT_S = 30 * 60
@@ -47,8 +69,7 @@ def graded_cells(assignment: str) -> list[GradedCell]:
     """The autograded test cells of an assignment, from its source notebook."""
     nb = nbformat.read(solution_notebook(assignment), as_version=4)
     return [GradedCell(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"]["points"]))
-            for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
-            and not c.metadata["nbgrader"].get("solution")]
+            for c in nb.cells if is_test(c)]
 
 
 def find_submissions(submitted: Path, assignment: str, student: str | None = None) -> list[Submission]:
@@ -79,75 +100,220 @@ class GradingTemplate:
         result = run_nbgrader(root, "generate_assignment", assignment, "--force")
         if result.returncode != 0:
             raise RuntimeError(f"could not generate {assignment} for grading:\n{result.log}")
+        source = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
+        (root / "trusted_imports.py").write_text(trusted_imports(source))
+
+    @property
+    def release(self) -> Path:
+        return self.root / "notebooks" / self.assignment / f"{self.assignment}.ipynb"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Checking a submitted notebook against the release
+# ---------------------------------------------------------------------------------------------------
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def repair_notebook(nb, release) -> tuple[list[str], bool]:
+    """Compare ``nb`` (a submission, changed in place) with the release; return (notes, looks_like_it).
+
+    Cells that lost their nbgrader metadata get it back from the release cell with the same cell id or,
+    for locked cells, the same source. Deleted or edited test cells are reported (nbgrader restores
+    them from the source). ``looks_like_it`` is False when no cell of the release can be found at all.
+    """
+    notes: list[str] = []
+    rel_cells = [c for c in release.cells if _meta(c).get("grade_id")]
+    have = {_meta(c).get("grade_id"): c for c in nb.cells if _meta(c).get("grade_id")}
+    by_id = {c.get("id"): c for c in nb.cells if c.get("id")}
+    by_source: dict[str, list] = {}
+    for c in nb.cells:
+        by_source.setdefault(c.source.strip(), []).append(c)
+    reattached, found = [], 0
+    for rc in rel_cells:
+        gid = _meta(rc)["grade_id"]
+        if gid in have:
+            found += 1
+            continue
+        cand = by_id.get(rc.get("id"))
+        if cand is None or _meta(cand) or cand.cell_type != rc.cell_type:
+            cand = next((c for c in by_source.get(rc.source.strip(), []) if not _meta(c)), None) \
+                if _meta(rc).get("locked") and rc.source.strip() else None
+        if cand is not None and not _meta(cand):
+            cand.metadata["nbgrader"] = dict(_meta(rc))
+            have[gid] = cand
+            reattached.append(gid)
+            found += 1
+    if reattached:
+        notes.append(f"nbgrader metadata was stripped from this notebook: re-attached it from the release "
+                     f"to {len(reattached)} cell(s) ({', '.join(reattached[:8])}{' ...' if len(reattached) > 8 else ''}).")
+    for rc in rel_cells:
+        gid = _meta(rc)["grade_id"]
+        if is_test(rc):
+            if gid not in have:
+                notes.append(f"test cell {gid} was deleted from the notebook; the grader put it back.")
+            elif have[gid].source.strip() != rc.source.strip():
+                notes.append(f"test cell {gid} was edited; the grader restored it from the release.")
+    return notes, found > 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# One submission: a picklable job and the function that runs it (in any worker)
+# ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GradingJob:
+    """Everything a worker needs to grade one submission (plain data, so any executor can ship it)."""
+
+    student: str
+    assignment: str
+    notebook: bytes
+    template: str                 # path of the GradingTemplate root
+    workspace: str                # a fresh folder for this submission (removed first if it exists)
+    cells: tuple[tuple[str, float], ...]
+    timeout_s: float = SUBMISSION_TIMEOUT_S
+    cell_timeout_s: float | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    feedback: bool = True
+
+
+@dataclass
+class JobResult:
+    records: list[GradeRecord]
+    notes: list[str]
+    autograded: bytes | None = None
+    feedback_html: bytes | None = None
+    log: str = ""
 
 
 def _message_of(cell) -> tuple[str, str]:
-    """(kind, text) of a test cell's outputs: ("error", ...), ("not_graded", ...) or ("", "")."""
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "error":
-            text = f"{out.get('ename', 'Error')}: {out.get('evalue', '')}".strip()
-            return "error", text[:2000]
+    """(kind, text) of a test cell's outputs: "error", "crashed", "timeout", "not_graded" or ""."""
+    outputs = cell.get("outputs", [])
+    errors = [o for o in outputs if o.get("output_type") == "error"]
+    errors.sort(key=lambda o: o.get("ename") not in ("CellTimeoutError", "KernelDied", "NotRun"))
+    if errors:
+        ename = errors[0].get("ename", "Error")
+        if ename == "CellTimeoutError":
+            return "timeout", "CellTimeoutError: this test ran past the per-cell time limit (an infinite loop?)"
+        kind = "crashed" if ename in ("KernelDied", "NotRun") else "error"
+        return kind, f"{ename}: {errors[0].get('evalue', '')}".strip()[:2000]
+    for out in outputs:
         if out.get("output_type") == "stream" and out.get("name") == "stderr":
             return "error", "the test wrote to stderr: " + "".join(out.get("text", ""))[:500]
-    for out in cell.get("outputs", []):
+    for out in outputs:
         text = "".join(out.get("text", "")) if out.get("output_type") == "stream" else ""
         if text.lstrip().startswith(NOT_GRADED):
             return "not_graded", text.strip()[:2000]
     return "", ""
 
 
-def _records_for_failure(sub: Submission, cells: list[GradedCell], status: str, message: str) -> list[GradeRecord]:
-    return [GradeRecord(sub.student, sub.assignment, c.grade_id, 0.0, c.points, status, message) for c in cells]
+def _all(job: GradingJob, status: str, message: str, notes: list[str] | None = None) -> JobResult:
+    return JobResult([GradeRecord(job.student, job.assignment, g, 0.0, p, status, message) for g, p in job.cells],
+                     notes or [])
 
 
-def grade_one(template: GradingTemplate, sub: Submission, work: Path,
-              timeout_s: float = SUBMISSION_TIMEOUT_S, env: dict[str, str] | None = None) -> list[GradeRecord]:
-    """Autograde one submission in ``work/<student>`` and return one record per graded cell."""
-    cells = graded_cells(sub.assignment)
-    if not sub.notebook.exists():
-        return _records_for_failure(sub, cells, "missing", f"no notebook found at {sub.notebook}")
-    ws = work / sub.student
+def run_job(job: GradingJob) -> JobResult:
+    """Grade one submission in its own workspace; never raises for anything the submission does."""
+    try:
+        nb = nbformat.reads(job.notebook.decode("utf-8"), as_version=4)
+    except Exception as exc:
+        return _all(job, "error", f"the submission is not a readable notebook: {type(exc).__name__}: {exc}"[:500])
+    template = Path(job.template)
+    release = nbformat.read(template / "notebooks" / job.assignment / f"{job.assignment}.ipynb", as_version=4)
+    notes, looks_right = repair_notebook(nb, release)
+    if not looks_right:
+        return _all(job, "error", f"this notebook has none of the cells of {job.assignment} (wrong assignment, or "
+                                  "its nbgrader metadata and cell ids are gone): not graded", notes)
+    ws = Path(job.workspace)
     if ws.exists():
         shutil.rmtree(ws)
-    shutil.copytree(template.root, ws)
-    target = ws / "submitted" / sub.student / sub.assignment / f"{sub.assignment}.ipynb"
+    shutil.copytree(template, ws, ignore=shutil.ignore_patterns("notebooks"))
+    target = ws / "submitted" / job.student / job.assignment / f"{job.assignment}.ipynb"
     target.parent.mkdir(parents=True)
-    shutil.copyfile(sub.notebook, target)
-    result = run_nbgrader(ws, "autograde", sub.assignment, f"--student={sub.student}", "--force",
-                          timeout_s=timeout_s, env=env)
-    (ws / "autograde.log").write_text(result.log)
-    graded_nb = ws / "autograded" / sub.student / sub.assignment / f"{sub.assignment}.ipynb"
+    nbformat.write(nb, target)
+    env = dict(job.env)
+    env[TRUSTED_IMPORTS_ENV] = str(ws / "trusted_imports.py")
+    env[REQUIRE_KERNEL_ENV] = "1"
+    extra = [f"--Execute.timeout={int(job.cell_timeout_s)}"] if job.cell_timeout_s else []
+    result = run_nbgrader(ws, "autograde", job.assignment, f"--student={job.student}", "--force", *extra,
+                          timeout_s=job.timeout_s, env=env)
+    graded_nb = ws / "autograded" / job.student / job.assignment / f"{job.assignment}.ipynb"
     if result.returncode is None:
-        return _records_for_failure(sub, cells, "timeout", f"the submission ran past {timeout_s:.0f} s")
+        return JobResult(_all(job, "timeout", f"the submission ran past its {job.timeout_s:.0f} s limit").records,
+                         notes, log=result.log)
     if result.returncode != 0 or not graded_nb.exists():
         tail = "\n".join(result.log.strip().splitlines()[-15:])
-        return _records_for_failure(sub, cells, "error", f"nbgrader autograde failed:\n{tail}")
-    return _read_scores(ws, sub, cells, graded_nb)
+        return JobResult(_all(job, "error", f"nbgrader autograde failed:\n{tail}").records, notes, log=result.log)
+    res = _read_scores(ws, job, graded_nb, notes)
+    res.log = result.log
+    res.autograded = graded_nb.read_bytes()
+    if job.feedback:
+        fb = run_nbgrader(ws, "generate_feedback", job.assignment, f"--student={job.student}", "--force",
+                          timeout_s=300, env=env)
+        html = ws / "feedback" / job.student / job.assignment / f"{job.assignment}.html"
+        if fb.returncode == 0 and html.exists():
+            from grader.feedback import leaks
+            source = nbformat.read(ws / "solutions" / job.assignment / f"{job.assignment}.ipynb", as_version=4)
+            leaked = leaks(html, source)
+            if leaked:
+                res.notes.append("feedback withheld: it would have shown hidden test code")
+            else:
+                res.feedback_html = html.read_bytes()
+    return res
 
 
-def _read_scores(ws: Path, sub: Submission, cells: list[GradedCell], graded_nb: Path) -> list[GradeRecord]:
+def _read_scores(ws: Path, job: GradingJob, graded_nb: Path, notes: list[str]) -> JobResult:
+    """Points from the autograded notebook's outputs (what nbgrader computed), checked with the gradebook."""
     from nbgrader.api import Gradebook
+    from nbgrader.utils import determine_grade
 
     nb = nbformat.read(graded_nb, as_version=4)
-    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
-    records = []
-    with Gradebook(f"sqlite:///{ws / 'gradebook.db'}") as gb:
-        scores = {g.name: g for g in gb.find_submission_notebook(sub.assignment, sub.assignment, sub.student).grades}
-        for c in cells:
-            grade = scores.get(c.grade_id)
-            points = float(grade.score) if grade is not None and grade.score is not None else 0.0
-            kind, message = _message_of(by_id[c.grade_id]) if c.grade_id in by_id else ("error", "test cell missing")
-            if kind == "not_graded":
-                status = "not_graded"
-            elif points >= c.points:
-                status = "passed"
-            elif points > 0:
-                status = "partial"
-            else:
-                status = "failed"
-            records.append(GradeRecord(sub.student, sub.assignment, c.grade_id, points, c.points, status, message))
-    return records
+    by_id = {_meta(c).get("grade_id"): c for c in nb.cells if _meta(c).get("grade_id")}
+    crashed = nb.metadata.get("course_grader", {}).get("crashed_cells", [])
+    if crashed:
+        notes = notes + [f"the notebook's Python process crashed in {len(crashed)} cell(s) (cell "
+                         f"{', '.join(str(i + 1) for i in crashed)}); the grader restarted it and went on."]
+    gb_scores: dict[str, tuple[float | None, float | None]] = {}
+    try:
+        with Gradebook(f"sqlite:///{ws / 'gradebook.db'}") as gb:
+            for g in gb.find_submission_notebook(job.assignment, job.assignment, job.student).grades:
+                gb_scores[g.name] = (g.auto_score, g.manual_score)
+    except Exception as exc:
+        notes = notes + [f"the gradebook could not be read ({type(exc).__name__}); points come from the notebook"]
+    records, tampered = [], False
+    for gid, max_points in job.cells:
+        cell = by_id.get(gid)
+        if cell is None:
+            records.append(GradeRecord(job.student, job.assignment, gid, 0.0, max_points, "error",
+                                       "test cell missing from the graded notebook"))
+            continue
+        auto, _ = determine_grade(cell)
+        points = max(0.0, min(float(auto or 0.0), max_points))
+        gb_auto, gb_manual = gb_scores.get(gid, (None, None))
+        if gb_scores and (gb_manual is not None or gb_auto is None or abs(float(gb_auto) - points) > 1e-9):
+            tampered = True
+        kind, message = _message_of(cell)
+        if kind == "not_graded":
+            status, points = "not_graded", 0.0
+        elif kind in ("crashed", "timeout"):
+            status, points = ("error" if kind == "crashed" else "timeout"), 0.0
+        elif points >= max_points:
+            status = "passed"
+        elif points > 0:
+            status = "partial"
+        else:
+            status = "failed"
+        records.append(GradeRecord(job.student, job.assignment, gid, points, max_points, status, message))
+    if tampered:
+        notes = notes + ["the gradebook was changed while this notebook ran; the points come from the notebook's "
+                         "own test outputs, not from the gradebook"]
+    return JobResult(records, notes)
 
+
+# ---------------------------------------------------------------------------------------------------
+# The run: calibration, resume, the pool, verification
+# ---------------------------------------------------------------------------------------------------
 
 def calibrate_copy_bandwidth() -> str | None:
     """Measure this machine's GPU copy bandwidth once per run (in a child process); None without a GPU.
@@ -155,34 +321,230 @@ def calibrate_copy_bandwidth() -> str | None:
     Every submission of the run is then held to the same ceiling (``COURSE_COPY_GBPS``), so a noisy
     calibration cannot favour one student over another.
     """
+    per_gpu = calibrate_gpus()
+    return per_gpu[0] if per_gpu else None
+
+
+def calibrate_gpus() -> list[str]:
+    """Copy bandwidth (GB/s, as text) of every visible GPU, measured in a child process; [] without one."""
     if os.environ.get("COURSE_COPY_GBPS"):
-        return os.environ["COURSE_COPY_GBPS"]
-    code = ("import utils, sys\n"
+        return [os.environ["COURSE_COPY_GBPS"]]
+    code = ("import utils, sys, torch\n"
             "if utils.current().interpreted: sys.exit(3)\n"
-            "from utils.bench import copy_bandwidth; print(copy_bandwidth())")
+            "from utils.bench import copy_bandwidth\n"
+            "for i in range(torch.cuda.device_count()):\n"
+            "    torch.cuda.set_device(i); copy_bandwidth.cache_clear(); print('GBPS', copy_bandwidth())\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
                           stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
+        return []
+    return [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("GBPS ")]
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def record_path(out: Path, assignment: str, student: str) -> Path:
+    return out / "records" / assignment / f"{student}.json"
+
+
+def load_record(path: Path, sha: str) -> tuple[list[GradeRecord], list[str]] | None:
+    """The saved records of a submission if they were made from a notebook with this SHA-256."""
+    try:
+        data = json.loads(path.read_text())
+        if data.get("sha256") != sha:
+            return None
+        return [GradeRecord(**r) for r in data["records"]], list(data.get("notes", []))
+    except Exception:
         return None
-    return proc.stdout.strip().splitlines()[-1]
+
+
+class _Protected:
+    """Files a submission must not change: the submitted notebooks and the record files."""
+
+    def __init__(self) -> None:
+        self.files: dict[Path, bytes] = {}
+        self.lock = threading.Lock()
+
+    def write(self, path: Path, data: bytes) -> None:
+        with self.lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            self.files[path] = data
+
+    def remember(self, path: Path, data: bytes) -> None:
+        with self.lock:
+            self.files[path] = data
+
+    def verify(self) -> list[str]:
+        """Put back every protected file that changed; return their paths."""
+        changed = []
+        with self.lock:
+            for path, data in self.files.items():
+                try:
+                    same = path.read_bytes() == data
+                except OSError:
+                    same = False
+                if not same:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                    changed.append(str(path))
+        return changed
+
+
+def _with_notes(records: list[GradeRecord], notes: list[str]) -> list[GradeRecord]:
+    if not notes:
+        return records
+    tail = " | ".join(notes)
+    return [GradeRecord(r.student, r.assignment, r.grade_id, r.points, r.max_points, r.status,
+                        (r.message + ("\n" if r.message else "") + "NOTE: " + tail)[:4000]) for r in records]
+
+
+def _gpu_slots(n_workers: int, gbps: list[str]) -> queue.Queue | None:
+    """One slot per worker: a GPU index and its calibrated bandwidth (None on a CPU-only machine)."""
+    if not gbps:
+        return None
+    q: queue.Queue = queue.Queue()
+    for w in range(n_workers):
+        q.put((w % len(gbps), gbps[w % len(gbps)]))
+    return q
 
 
 def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
-              on_done: Callable[[Submission, list[GradeRecord]], None] | None = None) -> list[GradeRecord]:
-    """Grade every submission (``workers`` at a time) under ``out/work``; records in submission order."""
+              on_done: Callable[[Submission, list[GradeRecord]], None] | None = None,
+              executor: Executor | None = None, force: bool = False, feedback: bool = True,
+              timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: float | None = None,
+              progress: bool = False) -> list[GradeRecord]:
+    """Grade every submission (``workers`` at a time) and return the records in submission order.
+
+    ``executor``: any :class:`concurrent.futures.Executor` (for a cluster: Dask's ``client.get_executor()``
+    or Ray's); by default a thread pool of ``workers`` threads, each bound to its own GPU if there are
+    several. Already graded submissions (same notebook bytes) are skipped unless ``force``.
+    """
     subs = list(subs)
-    env = dict(os.environ)
-    gbps = calibrate_copy_bandwidth()
-    if gbps:
-        env["COURSE_COPY_GBPS"] = gbps
-    templates = {a: GradingTemplate(out / "templates" / a, a) for a in sorted({s.assignment for s in subs})}
+    out.mkdir(parents=True, exist_ok=True)
+    protected = _Protected()
+    snapshot: dict[Submission, bytes | None] = {}
+    for s in subs:
+        try:
+            snapshot[s] = s.notebook.read_bytes()
+            protected.remember(s.notebook, snapshot[s])
+        except OSError:
+            snapshot[s] = None
 
-    def job(sub: Submission) -> list[GradeRecord]:
-        records = grade_one(templates[sub.assignment], sub, out / "work" / sub.assignment, env=env)
-        if on_done:
-            on_done(sub, records)
-        return records
+    results: dict[Submission, list[GradeRecord]] = {}
+    todo: list[Submission] = []
+    for s in subs:
+        data = snapshot[s]
+        cells = graded_cells(s.assignment)
+        if data is None:
+            results[s] = [GradeRecord(s.student, s.assignment, c.grade_id, 0.0, c.points, "missing",
+                                      f"no notebook found at {s.notebook}") for c in cells]
+            continue
+        path = record_path(out, s.assignment, s.student)
+        saved = None if force else load_record(path, _sha(data))
+        if saved is not None:
+            results[s] = _with_notes(*saved)
+            protected.remember(path, path.read_bytes())
+        else:
+            todo.append(s)
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = list(pool.map(job, subs))
-    return [r for records in results for r in records]
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(subs), initial=len(subs) - len(todo), unit="submission", file=sys.stderr)
+    for s in subs:
+        if s in results and on_done and s not in todo:
+            on_done(s, results[s])
+
+    if todo:
+        env = dict(os.environ)
+        env.pop("COURSE_COPY_GBPS", None)
+        gbps = calibrate_gpus()
+        slots = _gpu_slots(max(1, workers), gbps) if executor is None else None
+        if gbps and executor is not None:
+            env["COURSE_COPY_GBPS"] = gbps[0]
+        private = Path(tempfile.mkdtemp(prefix="course-grading-"))
+        try:
+            templates = {a: GradingTemplate(private / "templates" / a, a) for a in sorted({s.assignment for s in todo})}
+            for t in templates.values():  # shared by every submission: a notebook must not change them
+                for f in t.root.rglob("*"):
+                    if f.is_file():
+                        protected.remember(f, f.read_bytes())
+
+            def job_for(s: Submission) -> GradingJob:
+                return GradingJob(s.student, s.assignment, snapshot[s], str(templates[s.assignment].root),
+                                  str(private / "work" / s.assignment / s.student),
+                                  tuple((c.grade_id, c.points) for c in graded_cells(s.assignment)),
+                                  timeout_s, cell_timeout_s, env, feedback)
+
+            def local(job: GradingJob) -> JobResult:
+                if slots is None:
+                    return run_job(job)
+                gpu, bw = slots.get()
+                try:
+                    return run_job(GradingJob(**{**asdict(job), "env": {**job.env, "CUDA_VISIBLE_DEVICES": str(gpu),
+                                                                        "COURSE_COPY_GBPS": bw}}))
+                finally:
+                    slots.put((gpu, bw))
+
+            pool = executor or ThreadPoolExecutor(max_workers=max(1, workers))
+            try:
+                futures: dict[Future, Submission] = {}
+                for s in todo:
+                    futures[pool.submit(local if executor is None else run_job, job_for(s))] = s
+                for fut in as_completed(futures):
+                    s = futures[fut]
+                    try:
+                        res = fut.result()
+                    except Exception as exc:  # a failure of the grader itself: report it, go on
+                        res = _all(job_for(s), "error", f"the grader failed on this submission: {exc!r}"[:1000])
+                    changed = protected.verify()
+                    if changed:
+                        res.notes.append("a notebook graded at the same time as this one changed files outside its "
+                                         f"workspace ({', '.join(changed[:3])}); the grader put them back")
+                    _save_outputs(out, s, res, protected)
+                    record = {"sha256": _sha(snapshot[s]), "records": [asdict(r) for r in res.records],
+                              "notes": res.notes}
+                    protected.write(record_path(out, s.assignment, s.student),
+                                    (json.dumps(record, indent=1) + "\n").encode())
+                    results[s] = _with_notes(res.records, res.notes)
+                    if on_done:
+                        on_done(s, results[s])
+                    if bar is not None:
+                        pts = sum(r.points for r in res.records)
+                        bar.set_postfix_str(f"{s.student}: {pts:g}")
+                        bar.update(1)
+            finally:
+                if executor is None:
+                    pool.shutdown(wait=True)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+    if bar is not None:
+        bar.close()
+    return [r for s in subs for r in results[s]]
+
+
+def _save_outputs(out: Path, s: Submission, res: JobResult, protected: _Protected) -> None:
+    """What an instructor looks at afterwards: the autograded notebook, the log, the feedback."""
+    work = out / "work" / s.assignment / s.student
+    protected.write(work / "autograde.log", res.log.encode())
+    if res.autograded:
+        protected.write(work / f"{s.assignment}.ipynb", res.autograded)
+    if res.feedback_html:
+        protected.write(out / "feedback" / s.student / f"{s.assignment}.html", res.feedback_html)
+
+
+def grade_one(template: GradingTemplate, sub: Submission, work: Path,
+              timeout_s: float = SUBMISSION_TIMEOUT_S, env: dict[str, str] | None = None) -> list[GradeRecord]:
+    """Autograde one submission in ``work/<student>`` (no resume, no feedback) and return its records."""
+    cells = graded_cells(sub.assignment)
+    if not sub.notebook.exists():
+        return [GradeRecord(sub.student, sub.assignment, c.grade_id, 0.0, c.points, "missing",
+                            f"no notebook found at {sub.notebook}") for c in cells]
+    job = GradingJob(sub.student, sub.assignment, sub.notebook.read_bytes(), str(template.root),
+                     str(work / sub.student), tuple((c.grade_id, c.points) for c in cells), timeout_s, None,
+                     dict(env or os.environ), False)
+    res = run_job(job)
+    return _with_notes(res.records, res.notes)

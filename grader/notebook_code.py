@@ -6,6 +6,7 @@ solution notebook defines them, not a copy that could drift.
 
 from __future__ import annotations
 
+import linecache
 from pathlib import Path
 
 import nbformat
@@ -35,6 +36,10 @@ def load_namespace(notebook: Path, through_last_solution: bool = True) -> dict[s
         last = max((i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("solution")), default=-1)
         cells = cells[: last + 1] if last >= 0 else cells
     ns: dict[str, object] = {"__name__": "__course_notebook__"}
-    for c in cells:
-        exec(compile(_strip_magics(c.source), f"{notebook.name}:{c.get('id', '?')}", "exec"), ns)
+    for i, c in enumerate(cells):
+        source = _strip_magics(c.source) + "\n"
+        filename = f"<{notebook.stem} cell {i}>"
+        # @triton.jit reads a kernel's source with inspect, which finds it through linecache
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), ns)
     return ns

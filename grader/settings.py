@@ -25,3 +25,21 @@ def configure(c) -> None:
     c.Execute.interrupt_on_timeout = True
     # A student who deleted a test cell gets it back rather than silently skipping it.
     c.OverwriteCells.add_missing_cells = True
+    _configure_grading(c)
+
+
+def _configure_grading(c) -> None:
+    """Autograde with :class:`grader.execute.CourseExecute`; feedback without the hidden tests."""
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern,
+                                        LimitOutput, SaveAutoGrades)
+
+    from grader.execute import CourseExecute
+    from grader.feedback import HideTestSource
+
+    # nbgrader 0.9's list, with Execute replaced
+    c.Autograde.autograde_preprocessors = [CourseExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                           SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    c.LimitOutput.max_lines = 400
+    c.GenerateFeedback.preprocessors = [GetGrades, HideTestSource, CSSHTMLHeaderPreprocessor]

@@ -78,3 +78,8 @@ def test_command_line_contract(tmp_path):
     assert read_json(out / "grades.json")[0].student == "ada_correct"
     assert "ada_correct" in (out / "grades.csv").read_text()
     assert "ada_correct" in proc.stdout and "NOT GRADED" in proc.stdout
+    assert (out / "feedback" / "ada_correct" / "03_vector_add.html").exists()
+    assert (out / "records" / "03_vector_add" / "ada_correct.json").exists()
+    report = subprocess.run([sys.executable, "-m", "grader", "report", str(out), "--csv", str(tmp_path / "t.csv")],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert report.returncode == 0 and "ada_correct" in report.stdout and (tmp_path / "t.csv").exists()

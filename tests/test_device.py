@@ -86,3 +86,27 @@ def test_quiet_stderr_moves_writes_to_stdout(capfd):
         os.write(2, b"from a C library\n")
     out, err = capfd.readouterr()
     assert "from python" in out and "from a C library" in out and err == ""
+
+
+def test_bandwidth_points_are_only_for_a_correct_kernel(monkeypatch):
+    """The gating logic, with the device reported as a GPU (the timing itself is proven on the H200:
+    results/gpu_autograde_03_vector_add.json)."""
+    import dataclasses
+
+    import utils.grading as grading
+    from utils.checks import CheckFailed
+
+    gpu = dataclasses.replace(utils.current(), interpreted=False)
+    monkeypatch.setattr(grading, "current", lambda: gpu)
+    monkeypatch.setattr(grading, "copy_bandwidth", lambda: 1000.0)
+    monkeypatch.setattr(grading, "measure_gbps", lambda fn, make, nbytes: 900.0)
+
+    def wrong():
+        raise CheckFailed("104 elements were never written")
+    with pytest.raises(CheckFailed, match="only for a correct kernel"):
+        bandwidth_points(lambda: None, lambda: (), 1, fraction=0.75, points=2, what="add", correct_first=wrong)
+    assert bandwidth_points(lambda: None, lambda: (), 1, fraction=0.75, points=2, what="add",
+                            correct_first=lambda: None) == 2.0
+    monkeypatch.setattr(grading, "measure_gbps", lambda fn, make, nbytes: 500.0)
+    with pytest.raises(CheckFailed, match="500 GB/s; target 75%"):
+        bandwidth_points(lambda: None, lambda: (), 1, fraction=0.75, points=2, what="add")

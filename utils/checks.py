@@ -336,23 +336,37 @@ def describe_inputs(args: Sequence[object]) -> str:
 
 def check(fn: Callable[..., torch.Tensor], args: Sequence[object], reference: Callable[..., torch.Tensor],
           *, atol: float, rtol: float, name: str | None = None, hints: Sequence[Hint] = (),
-          guard_inputs: bool = True, inputs_unchanged: bool = True) -> Comparison:
+          guard_inputs: bool = True, inputs_unchanged: bool = True,
+          require_kernel: bool | None = None) -> Comparison:
     """Run ``fn(*args)`` and compare it with ``reference`` evaluated in float64; raise
     :class:`CheckFailed` with an explanation if anything is off, else return the comparison.
 
     Inputs are copied into guard regions first; outputs allocated inside ``fn`` are poisoned and
     guarded. The output must have the reference's shape and the first input's dtype and device.
+
+    ``require_kernel``: fail unless ``fn`` launched at least one Triton kernel. The default (None)
+    follows the grader, which sets ``COURSE_REQUIRE_KERNEL=1``; pass False for a check whose function
+    legitimately launches no kernel. After ``fn`` returns, anything the grader protects (comparison
+    functions, timers, the course's helpers) that ``fn`` monkeypatched is put back first.
     """
     __tracebackhide__ = True
+    from utils.integrity import KernelLaunches, require_kernel_default, restore_after_student_code
+
     call = name or getattr(fn, "__name__", "your function")
     label = f"{call}({describe_inputs(args)})"
     args = [guarded_copy(a) if guard_inputs and isinstance(a, torch.Tensor) else a for a in args]
     before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
-    with GuardedAllocations() as allocs:
+    with GuardedAllocations() as allocs, KernelLaunches() as launches:
         try:
             got = fn(*args)
         except Exception as exc:  # the student's code failed: explain, don't dump Triton internals
+            restore_after_student_code()
             raise CheckFailed(explain_exception(exc, label)) from None
+    restore_after_student_code()
+    if (require_kernel_default() if require_kernel is None else require_kernel) and launches.count == 0:
+        raise CheckFailed(f"{label} returned without launching a Triton kernel. The grader awards points "
+                          "only for results your Triton kernel computes (not PyTorch, NumPy or stored "
+                          "answers).")
     wide = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
     expected = reference(*wide)
     first = next((a for a in args if isinstance(a, torch.Tensor)), None)
@@ -391,13 +405,14 @@ def _safe(pred: Callable, *a) -> bool:
 
 def check_all(fn: Callable[..., torch.Tensor], cases: Sequence[Sequence[object]],
               reference: Callable[..., torch.Tensor], *, tolerances: Callable[[torch.dtype], tuple[float, float]],
-              hints: Sequence[Hint] = (), name: str | None = None, quiet: bool = False) -> None:
+              hints: Sequence[Hint] = (), name: str | None = None, quiet: bool = False,
+              require_kernel: bool | None = None) -> None:
     """:func:`check` each case (tolerances chosen by the first input's dtype); print one line each."""
     __tracebackhide__ = True
     for args in cases:
         first = next(a for a in args if isinstance(a, torch.Tensor))
         atol, rtol = tolerances(first.dtype)
-        check(fn, args, reference, atol=atol, rtol=rtol, hints=hints, name=name)
+        check(fn, args, reference, atol=atol, rtol=rtol, hints=hints, name=name, require_kernel=require_kernel)
         if not quiet:
             print(f"ok  {name or fn.__name__}({describe_inputs(args)})")
 

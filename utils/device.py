@@ -59,7 +59,11 @@ class Device:
     def notices(self) -> list[str]:
         """Known limits of this device that change what a chapter can show."""
         out = [v.describe() for v in self.versions if not v.tested]
-        if self.interpreted:
+        if self.interpreted and torch.cuda.is_available():
+            out.append("TRITON_INTERPRET=1 is set, so kernels run in Triton's interpreter on the CPU although "
+                       "a CUDA GPU is present: problem sizes are scaled down, timings are skipped and "
+                       "bandwidth checks are not graded. Unset it and restart the kernel to use the GPU.")
+        elif self.interpreted:
             out.append("No CUDA GPU: kernels run in Triton's interpreter on the CPU. Problem sizes are "
                        "scaled down, timings are skipped, and bandwidth checks are not graded here.")
         elif self.compute_capability is not None and self.compute_capability < (8, 0):

@@ -46,11 +46,14 @@ def quiet_stderr() -> Iterator[None]:
 
 
 def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
-                     *, fraction: float, points: float, what: str) -> float:
+                     *, fraction: float, points: float, what: str,
+                     correct_first: Callable[[], object] | None = None) -> float:
     """Points for reaching ``fraction`` of this GPU's copy bandwidth; 0 and NOT GRADED without a GPU.
 
     The last expression of a graded cell is its score (nbgrader's partial credit), so a hidden test ends
     with ``bandwidth_points(...)``. A kernel below target raises :class:`CheckFailed` with the numbers.
+    ``correct_first`` (a check that raises on a wrong result) runs before timing: speed earns points
+    only for a kernel that is right, so a fast kernel without masks cannot collect them.
     """
     __tracebackhide__ = True
     if current().interpreted:
@@ -58,11 +61,34 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
               f"used Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; "
               "the instructor grades it on a GPU.")
         return 0.0
+    from utils.integrity import KernelLaunches, require_kernel_default, restore_after_student_code
+
     with quiet_stderr():
+        if correct_first is not None:
+            try:
+                correct_first()
+            except CheckFailed as exc:
+                raise CheckFailed(f"{what}: bandwidth is graded only for a correct kernel, and this one "
+                                  f"is not:\n{exc}") from None
         ceiling = copy_bandwidth()
         try:
+            with KernelLaunches() as launches:
+                fn(*make_inputs())
+            restore_after_student_code()
+            if require_kernel_default() and launches.count == 0:
+                raise CheckFailed(f"{what}: the function launched no Triton kernel, so there is no kernel "
+                                  "bandwidth to grade (results computed by PyTorch earn no points).")
             achieved = measure_gbps(fn, make_inputs, nbytes)
+            restore_after_student_code()
+            if achieved < fraction * ceiling:
+                # One more independent measurement before a verdict of "too slow": a kernel that reaches
+                # the target should not lose its points to one noisy set of runs.
+                achieved = max(achieved, measure_gbps(fn, make_inputs, nbytes))
+                restore_after_student_code()
+        except CheckFailed:
+            raise
         except Exception as exc:
+            restore_after_student_code()
             raise CheckFailed(explain_exception(exc, what)) from None
     target = fraction * ceiling
     verdict = (f"{what}: {achieved:,.0f} GB/s; target {fraction:.0%} of this GPU's copy bandwidth "

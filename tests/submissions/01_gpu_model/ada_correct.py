@@ -1,0 +1,4 @@
+# Every rule right: full marks.
+#%% occupancy from-solution
+#%% waves from-solution
+#%% access_patterns from-solution

@@ -1,0 +1,1 @@
+# The notebook as released, nothing filled in: every test fails.

@@ -1,0 +1,89 @@
+"""Chapter 06 (RMSNorm): the example submissions earn and lose points for the right reasons.
+
+Each answer file runs against the hidden tests under Triton's interpreter, and one (float16
+accumulation) also goes through real nbgrader autograde. Accumulating in float16, ignoring or fixing
+eps, and addressing rows as if they were back to back each lose their test, with feedback that names
+the trap. The straightforward one-row-per-program kernel and the twice-the-bytes kernel compute the
+right values; on the H200 the first passes the bandwidth check and the second fails it
+(results/06_rmsnorm.json).
+"""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from grader.autograde import find_submissions, grade_all
+from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook
+from grader.examples import build_submissions, parse_answers
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.notebook
+
+CHAPTER = "06_rmsnorm"
+
+
+def run_with_answers(chapter: str, student: str) -> dict[str, str]:
+    """Execute the solution notebook in this process with ``student``'s answer cells in place of the
+    solution cells; return each graded test's outcome: "passed" or the error it raised. (Much faster than
+    nbgrader; one submission per chapter also goes through real autograde below.)"""
+    answers = parse_answers((EXAMPLE_SUBMISSIONS / chapter / f"{student}.py").read_text())
+    nb = nbformat.read(solution_notebook(chapter), as_version=4)
+    ns: dict[str, object] = {"__name__": "__main__"}
+    outcomes = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        source = cell.source
+        if meta.get("solution") and answers.get(meta["grade_id"]) is not None:
+            source = answers[meta["grade_id"]]
+        try:
+            exec(compile(source, f"<{meta.get('grade_id', 'cell')}>", "exec"), ns)
+            outcome = "passed"
+        except Exception as exc:  # a failing self-check or test is what we are looking for
+            outcome = f"{type(exc).__name__}: {exc}"
+        if meta.get("grade") and not meta.get("solution"):
+            outcomes[meta["grade_id"]] = outcome
+    return outcomes
+
+
+@pytest.mark.parametrize("student", ["ada_correct", "carl_one_row_per_program", "gail_weight_in_torch"])
+def test_right_values_pass_every_test_here(student):
+    outcomes = run_with_answers(CHAPTER, student)
+    assert set(outcomes) >= {"test_rmsnorm_shapes", "test_rmsnorm_strided", "test_rmsnorm_fp16",
+                             "test_rmsnorm_eps"}
+    assert all(v == "passed" for v in outcomes.values()), outcomes
+
+
+@pytest.mark.parametrize("student", ["dev_no_eps", "eve_fixed_eps"])
+def test_eps_mistakes_are_named(student):
+    outcomes = run_with_answers(CHAPTER, student)
+    assert outcomes["test_rmsnorm_shapes"] == "passed"
+    assert "eps: rows of zeros" in outcomes["test_rmsnorm_eps"]
+
+
+def test_row_stride_is_named():
+    outcomes = run_with_answers(CHAPTER, "finn_row_stride_n")
+    assert outcomes["test_rmsnorm_shapes"] == "passed"
+    assert "rows are not back to back" in outcomes["test_rmsnorm_strided"]
+
+
+def test_float16_accumulation_is_named_by_real_autograde(tmp_path):
+    outcomes = run_with_answers(CHAPTER, "cleo_fp16_accumulate")
+    assert outcomes["test_rmsnorm_shapes"] == "passed"
+    assert "float16 overflow" in outcomes["test_rmsnorm_fp16"]
+    build_submissions(CHAPTER, tmp_path / "submitted")
+    subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student == "cleo_fp16_accumulate"]
+    records = {r.grade_id: r for r in grade_all(subs, tmp_path / "out")}
+    fp16 = records["test_rmsnorm_fp16"]
+    assert fp16.status == "failed" and fp16.points == 0 and "float16 overflow" in fp16.message
+    assert records["test_rmsnorm_shapes"].status == "passed"
+
+
+def test_h200_figures_show_the_target_separates_straightforward_from_twice_the_bytes():
+    figures = json.loads((ROOT / "results" / f"{CHAPTER}.json").read_text())["bandwidth_check"]
+    assert figures["one_row_per_program"]["passes"] and figures["reference"]["passes"]
+    assert not figures["twice_the_bytes"]["passes"]

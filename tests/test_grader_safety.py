@@ -1,0 +1,150 @@
+"""The autograder against a corpus of cheating, broken and noisy submissions (chapter 03, real nbgrader).
+
+One class is graded once (module fixture, 2 workers): the example answer files of
+``tests/submissions/03_vector_add``, the slow ones of ``tests/safety/03_vector_add`` (an infinite loop,
+a process that kills itself) and notebook transformations from ``tests/safety/transforms.py`` (stripped
+metadata, deleted and edited test cells). Every test below reads that one result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import nbformat
+import pytest
+
+from grader.autograde import find_submissions, grade_all, graded_cells
+from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook
+from grader.examples import apply_answers, build_submissions, parse_answers
+from grader.feedback import leaks
+from tests.safety.transforms import SAFETY_ANSWERS, TRANSFORMS
+
+pytestmark = pytest.mark.notebook
+
+A = "03_vector_add"
+HONEST = ["ada_correct", "mia_noisy", "jay_huge_output"]
+CHEATS = ["fay_torch_result", "gus_monkeypatch", "hal_hardcoded", "kim_tamper"]
+CORRECTNESS = ["test_add_ragged", "test_add_fp16", "test_add_2d", "test_add_writes_exactly_n"]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("class")
+    submitted = root / "submitted"
+    students = build_submissions(A, submitted)
+    students += build_submissions(A, submitted, root=SAFETY_ANSWERS)
+    ada = apply_answers(A, parse_answers((EXAMPLE_SUBMISSIONS / A / "ada_correct.py").read_text()))
+    for name, transform in TRANSFORMS.items():
+        dest = submitted / name / A / f"{A}.ipynb"
+        dest.parent.mkdir(parents=True)
+        nbformat.write(transform(nbformat.from_dict(json.loads(json.dumps(ada)))), dest)
+        students.append(name)
+    keep = set(HONEST + CHEATS + ["cleo_no_mask", "ivy_infinite_loop", "lea_crash_in_test"] + list(TRANSFORMS))
+    subs = [s for s in find_submissions(submitted, A) if s.student in keep]
+    before = {s.student: s.notebook.read_bytes() for s in subs}
+    os.environ["COURSE_TEST_ATTACK_ROOT"] = str(root)
+    try:
+        records = grade_all(subs, root / "out", workers=2, cell_timeout_s=20)
+    finally:
+        del os.environ["COURSE_TEST_ATTACK_ROOT"]
+    by = {}
+    for r in records:
+        by.setdefault(r.student, {})[r.grade_id] = r
+    return {"root": root, "out": root / "out", "subs": subs, "before": before, "by": by, "students": keep}
+
+
+def test_every_student_is_reported_with_every_test(graded):
+    cells = {c.grade_id for c in graded_cells(A)}
+    assert set(graded["by"]) == graded["students"]
+    for student, recs in graded["by"].items():
+        assert set(recs) == cells, student
+
+
+@pytest.mark.parametrize("student", HONEST)
+def test_honest_submissions_keep_every_point(graded, student):
+    """Warnings and stderr from the student's code, or 40 MB of prints, cost nothing."""
+    for gid in CORRECTNESS:
+        r = graded["by"][student][gid]
+        assert r.status == "passed" and r.points == r.max_points, r
+    assert graded["by"][student]["test_add_bandwidth"].status == "not_graded"
+
+
+def test_huge_output_is_cut(graded):
+    nb = graded["out"] / "work" / A / "jay_huge_output" / f"{A}.ipynb"
+    assert nb.stat().st_size < 3_000_000
+
+
+@pytest.mark.parametrize("student", CHEATS)
+def test_cheats_earn_nothing(graded, student):
+    for gid in CORRECTNESS:
+        r = graded["by"][student][gid]
+        assert r.points == 0 and r.status == "failed", r
+    assert graded["by"][student]["test_add_bandwidth"].points == 0
+
+
+def test_pytorch_result_is_caught_by_the_launch_check(graded):
+    r = graded["by"]["fay_torch_result"]["test_add_ragged"]
+    assert "without launching a Triton kernel" in r.message
+
+
+def test_monkeypatching_is_undone(graded):
+    r = graded["by"]["gus_monkeypatch"]["test_add_ragged"]
+    assert "never written" in r.message
+
+
+def test_gradebook_and_file_tampering_changes_nothing(graded):
+    kim = graded["by"]["kim_tamper"]["test_add_ragged"]
+    assert "gradebook was changed" in kim.message
+    for s in graded["subs"]:  # every submitted notebook is back as it was handed in
+        assert s.notebook.read_bytes() == graded["before"][s.student], s.student
+    for f in (graded["out"] / "records" / A).glob("*.json"):
+        assert json.loads(f.read_text())["records"], f
+
+
+def test_a_kernel_crash_is_reported_and_grading_goes_on(graded):
+    lea = graded["by"]["lea_crash_in_test"]
+    assert lea["test_add_fp16"].status == "error" and "crashed" in lea["test_add_fp16"].message
+    for gid in ("test_add_ragged", "test_add_2d", "test_add_writes_exactly_n"):
+        assert lea[gid].status == "passed", lea[gid]
+    cleo = graded["by"]["cleo_no_mask"]
+    assert "crashed" in cleo["test_add_ragged"].message
+    assert "Out-of-bounds stores" in cleo["test_add_ragged"].message
+
+
+def test_an_infinite_loop_times_out_one_test_only(graded):
+    ivy = graded["by"]["ivy_infinite_loop"]
+    assert ivy["test_add_ragged"].status == "timeout" and ivy["test_add_ragged"].points == 0
+    for gid in ("test_add_fp16", "test_add_2d", "test_add_writes_exactly_n"):
+        assert ivy[gid].status == "passed", ivy[gid]
+
+
+@pytest.mark.parametrize("student,note", [("nora_stripped_metadata", "metadata was stripped"),
+                                          ("omar_deleted_tests", "was deleted"),
+                                          ("pia_edited_tests", "was edited")])
+def test_tampered_notebooks_are_graded_and_reported(graded, student, note):
+    for gid in CORRECTNESS:
+        r = graded["by"][student][gid]
+        assert r.status == "passed" and r.points == r.max_points, r
+        assert note in r.message, r
+
+
+def test_feedback_hides_the_hidden_tests(graded):
+    source = nbformat.read(solution_notebook(A), as_version=4)
+    for student in ("ada_correct", "cleo_no_mask", "fay_torch_result"):
+        html = graded["out"] / "feedback" / student / f"{A}.html"
+        assert html.exists(), student
+        assert leaks(html, source) == [], student
+        assert "hidden test" in html.read_text()
+
+
+def test_resume_skips_graded_submissions(graded, monkeypatch):
+    import grader.autograde as ag
+
+    def boom(job):
+        raise AssertionError("re-graded a submission that was already graded")
+
+    monkeypatch.setattr(ag, "run_job", boom)
+    subs = [s for s in graded["subs"] if s.student in ("ada_correct", "fay_torch_result")]
+    again = grade_all(subs, graded["out"], workers=2)
+    assert [r.points for r in again] == [graded["by"][r.student][r.grade_id].points for r in again]

@@ -1,0 +1,150 @@
+"""Fast checks of the grader's parts that need no nbgrader run: integrity guard, launch counting,
+notebook repair, LMS collection, feedback redaction, records and the executor interface."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import nbformat
+import pytest
+import torch
+
+import utils  # noqa: F401  (interpreter on)
+import triton
+import triton.language as tl
+
+from grader.autograde import repair_notebook
+from grader.collect import collect, student_of
+from grader.course import EXAMPLE_SUBMISSIONS, student_notebook
+from grader.examples import apply_answers, parse_answers
+from grader.execute import defined_names, trusted_imports
+from grader.feedback import PLACEHOLDER, hide_hidden_regions
+from tests.safety.transforms import TRANSFORMS
+from utils import integrity
+from utils.checks import CheckFailed, check
+
+A = "03_vector_add"
+
+
+@triton.jit
+def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, tl.load(src + i, mask=i < n), mask=i < n)
+
+
+def _triton_copy(x):
+    out = torch.empty_like(x)
+    _copy_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+
+
+def test_kernel_launches_are_counted():
+    with integrity.KernelLaunches() as launches:
+        _triton_copy(torch.randn(100))
+        _triton_copy(torch.randn(10))
+    assert launches.count == 2
+    with integrity.KernelLaunches() as launches:
+        torch.randn(5) + 1
+    assert launches.count == 0
+
+
+def test_check_requires_a_kernel_only_when_asked(monkeypatch):
+    x = torch.randn(50)
+    check(lambda t: t.clone(), [x], lambda t: t, atol=0, rtol=0)  # default outside the grader: no requirement
+    with pytest.raises(CheckFailed, match="without launching a Triton kernel"):
+        check(lambda t: t.clone(), [x], lambda t: t, atol=0, rtol=0, require_kernel=True)
+    check(_triton_copy, [x], lambda t: t, atol=0, rtol=0, require_kernel=True)
+    monkeypatch.setenv(integrity.REQUIRE_KERNEL_ENV, "1")
+    with pytest.raises(CheckFailed):
+        check(lambda t: t.clone(), [x], lambda t: t, atol=0, rtol=0)
+    check(lambda t: t.clone(), [x], lambda t: t, atol=0, rtol=0, require_kernel=False)
+
+
+def test_trusted_state_undoes_monkeypatching():
+    import time
+
+    state = integrity.TrustedState.snapshot()
+    real_allclose, real_perf, real_le = torch.allclose, time.perf_counter, torch.Tensor.__le__
+    ns = {"check": check}
+    state.remember(ns, ["check"])
+    try:
+        torch.allclose = lambda *a, **k: True
+        time.perf_counter = lambda: 0.0
+        torch.Tensor.__le__ = lambda self, other: True
+        torch.Tensor.sneaky = lambda self: 1
+        ns["check"] = lambda *a, **k: None
+        changed = state.restore(ns)
+    finally:
+        torch.allclose, time.perf_counter = real_allclose, real_perf
+    assert torch.allclose is real_allclose and time.perf_counter is real_perf
+    assert torch.Tensor.__le__ is real_le and not hasattr(torch.Tensor, "sneaky")
+    assert ns["check"] is check
+    assert {"torch.allclose", "time.perf_counter", "check"} <= set(changed)
+    assert state.restore(ns) == []
+
+
+def test_names_and_imports_of_cells():
+    assert defined_names("import torch, numpy as np\nfrom a.b import c as d\nx = 1\ndef f(): pass\n") == \
+        ["torch", "np", "d", "x", "f"]
+    assert defined_names("this is not python") == []
+    nb = nbformat.read(student_notebook(A), as_version=4)
+    code = trusted_imports(nb)
+    assert "from utils.checks import check_all" in code.replace("check_all, tolerance_for", "check_all")
+
+
+def _ada():
+    return apply_answers(A, parse_answers((EXAMPLE_SUBMISSIONS / A / "ada_correct.py").read_text()))
+
+
+def test_repair_reattaches_stripped_metadata_and_reports_test_changes():
+    release = nbformat.read(student_notebook(A), as_version=4)
+    nb = TRANSFORMS["nora_stripped_metadata"](_ada())
+    notes, ok = repair_notebook(nb, release)
+    assert ok and any("metadata was stripped" in n for n in notes)
+    assert sum(1 for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")) == \
+        sum(1 for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id"))
+    notes, ok = repair_notebook(TRANSFORMS["omar_deleted_tests"](_ada()), release)
+    assert ok and any("was deleted" in n for n in notes)
+    notes, ok = repair_notebook(TRANSFORMS["pia_edited_tests"](_ada()), release)
+    assert ok and any("was edited" in n for n in notes)
+    stranger = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hi')")])
+    assert repair_notebook(stranger, release)[1] is False
+
+
+def test_student_ids_from_lms_file_names():
+    assert student_of("doejane_12345_678_03_vector_add.ipynb") == "doejane"
+    assert student_of("Jane Doe_12345_assignsubmission_file_/03_vector_add.ipynb") == "janedoe"
+    assert student_of("ada.ipynb") == "ada"
+    assert student_of("__MACOSX/ada_1.ipynb") is None
+    assert student_of("ada_notes.txt") is None
+    assert student_of("../../etc_x.ipynb") is None or ".." not in student_of("../../etc_x.ipynb")
+
+
+def test_collect_validates_each_notebook(tmp_path):
+    ada = nbformat.writes(_ada()).encode()
+    stripped = nbformat.writes(TRANSFORMS["nora_stripped_metadata"](_ada())).encode()
+    other = nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])).encode()
+    z = tmp_path / "lms.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("ada_111_222_vector_add.ipynb", ada)
+        f.writestr("Ben Bit_333_assignsubmission_file_/03_vector_add.ipynb", stripped)
+        f.writestr("cy_444_other_course.ipynb", other)
+        f.writestr("cy_445_broken.ipynb", b"{not json")
+        f.writestr("__MACOSX/._ada_111.ipynb", b"junk")
+        f.writestr("readme.txt", b"hello")
+    out = tmp_path / "submitted"
+    report = collect(z, A, out)
+    assert (out / "ada" / A / f"{A}.ipynb").read_bytes() == ada
+    assert (out / "benbit" / A / f"{A}.ipynb").exists()
+    assert not (out / "cy").exists()
+    by = {c.source: c for c in report}
+    assert any("metadata was stripped" in p for p in by["Ben Bit_333_assignsubmission_file_/03_vector_add.ipynb"].problems)
+    assert "not a notebook of" in by["cy_444_other_course.ipynb"].problems[0]
+    assert "not a readable notebook" in by["cy_445_broken.ipynb"].problems[0]
+    assert json.loads((out / "collect_report.json").read_text())
+
+
+def test_hidden_regions_are_replaced():
+    src = "a = 1\n### BEGIN HIDDEN TESTS\nsecret(42)\n### END HIDDEN TESTS\nb = 2"
+    assert hide_hidden_regions(src) == f"a = 1\n{PLACEHOLDER}\nb = 2"

@@ -1,0 +1,161 @@
+"""Matrix-multiplication helpers for chapter 07: FLOP counts, TFLOP/s sweeps and plots, the graded check.
+
+A matmul is judged by arithmetic, not bytes: ``C = A @ B`` with A [M, K] and B [K, N] does ``2*M*N*K``
+floating-point operations (one multiply and one add per term), and TFLOP/s is that count over the
+median time. The yardstick is the vendor library measured in the same process (cuBLAS through
+``torch``), because a matmul is compute bound and the datasheet peak is never reached in practice.
+
+* :func:`matmul_flops`, :func:`matmul_bytes`, :func:`tflops` -- the budget and the unit;
+* :func:`dot_uses_tensor_cores` -- whether ``tl.dot`` reaches tensor cores on this device;
+* :func:`flops_sweep` and :func:`plot_flops` -- TFLOP/s against size for several implementations;
+* :func:`tflops_points` -- the performance check of a hidden test (a fraction of torch's TFLOP/s).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from utils.bench import time_ms
+from utils.checks import CheckFailed, explain_exception
+from utils.device import current
+from utils.grading import NOT_GRADED, quiet_stderr
+
+
+def matmul_flops(m: int, n: int, k: int) -> int:
+    """Floating-point operations of an [m, k] @ [k, n] product: one multiply and one add per term."""
+    return 2 * m * n * k
+
+
+def matmul_bytes(m: int, n: int, k: int, element_size: int) -> int:
+    """Bytes a matmul must move at the least: read A and B once, write C once."""
+    return (m * k + k * n + m * n) * element_size
+
+
+def tflops(flops: int | float, ms: float) -> float:
+    """Tera (1e12) floating-point operations per second for ``flops`` done in ``ms`` milliseconds."""
+    return flops / (ms * 1e-3) / 1e12
+
+
+def dot_uses_tensor_cores() -> bool:
+    """True on GPUs of compute capability 8.0 and newer, where ``tl.dot`` compiles to tensor-core
+    instructions. With current Triton, older GPUs (the T4 is sm_75) run ``tl.dot`` on the FMA units."""
+    dev = current()
+    return dev.is_gpu and dev.compute_capability is not None and dev.compute_capability >= (8, 0)
+
+
+@dataclass
+class FlopSweep:
+    """TFLOP/s (or, under the interpreter, host-clock throughput) of several implementations by size."""
+
+    sizes: list[int]
+    xlabel: str
+    series: dict[str, list[float]] = field(default_factory=dict)
+    interpreted: bool = False
+
+    def table(self) -> str:
+        names = list(self.series)
+        head = f"{self.xlabel:>12} " + " ".join(f"{n:>24}" for n in names)
+        rows = [head] + [f"{s:>12} " + " ".join(f"{self.series[n][i]:>24.4g}" for n in names)
+                         for i, s in enumerate(self.sizes)]
+        unit = "(host clock, interpreter: not GPU performance)" if self.interpreted else "TFLOP/s"
+        return "\n".join(rows + [unit])
+
+
+def flops_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],
+                flops: Callable[[int], int], sizes: Sequence[int], xlabel: str = "size") -> FlopSweep:
+    """Time every implementation at every size (median on a GPU, one host-clock run under the
+    interpreter) and convert to TFLOP/s with ``flops(size)``."""
+    interpreted = current().interpreted
+    sweep = FlopSweep(list(sizes), xlabel, {name: [] for name in impls}, interpreted)
+    for size in sizes:
+        inputs = make_inputs(size)
+        for name, fn in impls.items():
+            if interpreted:
+                start = time.perf_counter()
+                fn(*inputs)
+                ms = (time.perf_counter() - start) * 1e3
+            else:
+                fn(*inputs)  # compile (and autotune) outside the timed runs
+                ms = time_ms(lambda: fn(*inputs))
+            sweep.series[name].append(tflops(flops(size), ms))
+        del inputs
+    return sweep
+
+
+def plot_flops(sweep: FlopSweep, title: str, ax=None, peak_tflops: float | None = None):
+    """Draw TFLOP/s against size for each implementation, with the datasheet peak as a dotted line."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    for name, values in sweep.series.items():
+        ax.plot(sweep.sizes, values, marker="o", label=name)
+    if peak_tflops and not sweep.interpreted:
+        ax.axhline(peak_tflops, color="black", linestyle=":", label=f"datasheet peak ({peak_tflops:,.0f} TFLOP/s)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(sweep.xlabel)
+    if sweep.interpreted:
+        ax.set_ylabel("TFLOP/s by host clock")
+        title += "\n(Triton interpreter on the CPU: not GPU performance)"
+    else:
+        ax.set_ylabel("TFLOP/s (2*M*N*K / median time)")
+        ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def relative_tflops(fn: Callable[..., object], baseline: Callable[..., object],
+                    make_inputs: Callable[[], Sequence[object]], flops: int, *,
+                    input_sets: int = 3) -> tuple[float, float]:
+    """(TFLOP/s of ``fn``, TFLOP/s of ``baseline``), each the median over fresh input sets, both timed
+    on the same inputs one after the other so that clocks and temperature treat them alike."""
+    ours, theirs = [], []
+    for _ in range(input_sets):
+        inputs = make_inputs()
+        fn(*inputs)
+        baseline(*inputs)
+        ours.append(time_ms(lambda: fn(*inputs)))
+        theirs.append(time_ms(lambda: baseline(*inputs)))
+        del inputs
+    return tflops(flops, statistics.median(ours)), tflops(flops, statistics.median(theirs))
+
+
+def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
+                  make_inputs: Callable[[], Sequence[object]], flops: int, *, fraction: float,
+                  points: float, what: str, baseline_name: str = "torch") -> float:
+    """Points for reaching ``fraction`` of ``baseline``'s TFLOP/s on this GPU.
+
+    0 points and a NOT GRADED line under the interpreter, and on GPUs where ``tl.dot`` has no tensor
+    cores (compute capability below 8.0) while the library still uses them: no kernel could pass there.
+    The last expression of a graded cell is its score, so a hidden test ends with this call.
+    """
+    __tracebackhide__ = True
+    dev = current()
+    if dev.interpreted:
+        print(f"{NOT_GRADED}: the speed of {what} can only be measured on a CUDA GPU, and this run used "
+              f"Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; the "
+              "instructor grades it on a GPU.")
+        return 0.0
+    if not dot_uses_tensor_cores():
+        print(f"{NOT_GRADED}: on {dev.name} tl.dot runs on FMA units (no tensor cores with current Triton) "
+              f"while {baseline_name} uses tensor cores, so {what} is not compared with it here. 0 of "
+              f"{points:g} points are awarded on this GPU; the instructor grades it on an sm_80 or newer GPU.")
+        return 0.0
+    with quiet_stderr():
+        try:
+            ours, theirs = relative_tflops(fn, baseline, make_inputs, flops)
+        except Exception as exc:
+            raise CheckFailed(explain_exception(exc, what)) from None
+    verdict = (f"{what}: {ours:,.1f} TFLOP/s = {ours / theirs:.0%} of {baseline_name} ({theirs:,.1f} TFLOP/s); "
+               f"target {fraction:.0%}")
+    if ours < fraction * theirs:
+        raise CheckFailed(verdict + ". Are the tiles large enough (at least 64x64) for tensor cores, is "
+                          "the accumulator float32, and do the autotuning configs include pipelining "
+                          "(num_stages 3-4) and grouped ordering?")
+    print(verdict + ": passed")
+    return float(points)

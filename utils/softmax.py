@@ -1,0 +1,146 @@
+"""What chapter 05 (softmax) shares between its notebook, its hidden tests and its GPU measurements.
+
+* :func:`reference` -- row softmax in float64, exactly torch's semantics (a row that is ``-inf``
+  everywhere gives NaN, as ``torch.softmax`` does);
+* :func:`tolerance` -- (atol, rtol) for a kernel that computes in float32 and rounds once;
+* :data:`HINTS` -- the chapter's known traps, each named when a check sees its symptom;
+* input makers for the traps: :func:`strided_rows`, :func:`with_neg_inf`;
+* :func:`warps_per_sm` -- how many warps one SM of this GPU holds, for sizing persistent grids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import torch
+
+from utils.checks import Comparison, Hint, tolerance_for
+
+
+def reference(x: torch.Tensor) -> torch.Tensor:
+    """softmax over the last dimension (what the checks compare with, evaluated in float64)."""
+    return torch.softmax(x, dim=-1)
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol): the elementwise tolerances; a softmax rounds once to the output dtype too."""
+    return tolerance_for(dtype)
+
+
+def strided_rows(m: int, n: int, *, pad: int = 37, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu") -> torch.Tensor:
+    """An (m, n) view whose rows lie ``n + pad`` elements apart: ``x.stride() == (n + pad, 1)``."""
+    return torch.randn(m, n + pad, dtype=dtype, device=device)[:, :n]
+
+
+def with_neg_inf(m: int, n: int, *, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu") -> torch.Tensor:
+    """Random rows with ``-inf`` in them, the way attention masks make them.
+
+    Row 0: every other entry -inf. Row 1: -inf everywhere but the last entry (a causal mask's first
+    row). Row 2 (if m > 2): -inf everywhere (torch gives NaN). Row 3: the first 90% -inf. The rest: a
+    random 30% of entries -inf.
+    """
+    x = torch.randn(m, n, dtype=dtype, device=device)
+    ninf = float("-inf")
+    x[0, ::2] = ninf
+    if n > 1:
+        x[0, 1] = 0.5                        # keep one finite entry in row 0 even when n == 2
+    if m > 1:
+        x[1, :-1] = ninf
+    if m > 2:
+        x[2, :] = ninf
+    if m > 3:
+        x[3, : (9 * n) // 10] = ninf
+    if m > 4:
+        drop = torch.rand(m - 4, n, device=device) < 0.3
+        drop[:, -1] = False
+        x[4:][drop] = ninf
+    return x
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hints: the traps of this chapter, recognised from their symptoms
+# ---------------------------------------------------------------------------------------------------
+
+def _grid(c: Comparison, flat: torch.Tensor) -> torch.Tensor:
+    n = c.shape[-1] if c.shape else 1
+    return flat.reshape(-1, max(n, 1))
+
+
+def _new_nonfinite(c: Comparison) -> torch.Tensor:
+    """Elements that are inf/NaN where the reference is finite (written ones only)."""
+    return ~torch.isfinite(c.got) & torch.isfinite(c.expected) & ~c.unwritten
+
+
+def _large_inputs(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
+    x = inputs[0].detach().to(torch.float64)
+    finite = x[torch.isfinite(x)]
+    return bool(_new_nonfinite(c).any()) and finite.numel() > 0 and float(finite.abs().max()) > 80
+
+
+def _nan_in_neg_inf_rows(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
+    x = inputs[0].detach()
+    has_ninf = torch.isneginf(x).reshape(-1, max(x.shape[-1], 1)).any(dim=1).cpu()
+    bad_rows = (_grid(c, torch.isnan(c.got)) & _grid(c, ~torch.isnan(c.expected))).any(dim=1)
+    return bool((bad_rows & has_ninf).any())
+
+
+def _finite_where_all_neg_inf(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
+    expected_nan_rows = _grid(c, torch.isnan(c.expected)).all(dim=1)
+    got_finite = _grid(c, torch.isfinite(c.got) & ~c.unwritten).any(dim=1)
+    return bool((expected_nan_rows & got_finite).any())
+
+
+def _padding_in_sum(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
+    n = c.shape[-1] if c.shape else 1
+    if n & (n - 1) == 0:
+        return False
+    wrong = c.wrong & ~c.unwritten & torch.isfinite(c.got) & torch.isfinite(c.expected) & (c.expected > 0)
+    if not bool(wrong.any()):
+        return False
+    return float((c.got[wrong] < c.expected[wrong]).double().mean()) > 0.9
+
+
+def _row_stride(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
+    x = inputs[0]
+    if x.dim() != 2 or x.shape[0] < 2 or x.stride(0) == x.shape[1]:
+        return False
+    rows_wrong = _grid(c, c.wrong).any(dim=1)
+    return not bool(rows_wrong[0]) and bool(rows_wrong[1:].any())
+
+
+def _input_modified(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
+    return any("was modified" in note for note in c.notes)
+
+
+HINTS: list[Hint] = [
+    Hint(_large_inputs, "inf or NaN for large inputs: did you subtract the row max? exp(x) overflows "
+         "float32 for x > 88.7, and inf / inf is NaN. softmax(x) equals softmax(x - max(x)), whose "
+         "exponents are all <= 0."),
+    Hint(_nan_in_neg_inf_rows, "NaN in rows containing -inf: exp(a - b) is NaN when a and b are both "
+         "-inf. That happens when a max is taken over lanes that are all -inf (a block or chunk of -inf "
+         "entries, or padding) and then subtracted, e.g. the rescale factor exp(m_old - m_new) of an "
+         "online softmax. Only a row that is -inf everywhere should come out NaN."),
+    Hint(_finite_where_all_neg_inf, "A row that is -inf everywhere should give NaN (0/0), as "
+         "torch.softmax does and as this course's reference does; yours gave finite numbers. Do padding "
+         "lanes loaded as 0 take part in the max and the sum?"),
+    Hint(_padding_in_sum, "Values too small on rows whose length is not a power of two: the padding "
+         "lanes of the block take part in the sum. Load them with other=float('-inf') (so exp gives 0 "
+         "there), not 0: a mask filled with 0 adds exp(0 - max) per padding lane to the denominator."),
+    Hint(_row_stride, "Row 0 is right but later rows are wrong, and this input's rows are x.stride(0) "
+         "elements apart, not N: step between rows with the row stride of each tensor (x.stride(0) for "
+         "the input, out.stride(0) for the output)."),
+    Hint(_input_modified, "Your softmax wrote into its input: keep the intermediate values (x - max, "
+         "exp) in registers and write only the output, which also saves the extra traffic."),
+]
+
+
+@lru_cache(maxsize=None)
+def warps_per_sm(default: int = 64) -> int:
+    """How many warps one SM of the current CUDA GPU can hold (64 on A100/H100/H200, 32 on a T4)."""
+    if not torch.cuda.is_available():
+        return default
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return int(getattr(props, "max_threads_per_multi_processor", 32 * default)) // 32
