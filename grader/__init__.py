@@ -6,8 +6,13 @@ Modules, one job each:
 * :mod:`grader.settings`   -- the nbgrader configuration shared by every command;
 * :mod:`grader.nbgrader_cli` -- runs one nbgrader command in a course directory;
 * :mod:`grader.release`    -- regenerates ``notebooks/`` from ``solutions/`` (and checks for drift);
-* :mod:`grader.autograde`  -- grades one submission in its own workspace and reads back the scores;
+* :mod:`grader.collect`    -- unpacks an LMS zip into ``submitted/<student>/<assignment>/``, validating each notebook;
+* :mod:`grader.autograde`  -- grades submissions (one picklable job each, any Executor), resumable, verified;
+* :mod:`grader.execute`    -- nbgrader's Execute step with a trusted-state guard, crash recovery, output cap;
+* :mod:`grader.feedback`   -- feedback HTML without the hidden tests;
 * :mod:`grader.results`    -- grade records, ``grades.json``, the totals CSV and the summary table;
 * :mod:`grader.examples`   -- builds example submissions from answer files (demo and tests);
-* :mod:`grader.__main__`   -- the command line: ``python -m grader {release,autograde,demo}``.
+* :mod:`grader.__main__`   -- the command line: ``python -m grader {release,collect,autograde,report,demo}``.
+
+The instructor's guide is ``docs/instructors.md``.
 """

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from grader import release
@@ -43,7 +44,11 @@ def _grade(subs: list[Submission], out: Path, workers: int, args: argparse.Names
     if args is not None:
         opts = dict(force=args.force, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout,
                     feedback=not args.no_feedback, progress=not args.no_progress)
+    start = time.perf_counter()
     records = grade_all(subs, out, workers=workers, on_done=_progress(len(subs)), **opts)
+    wall = time.perf_counter() - start
+    print(f"graded {len(subs)} submission(s) in {wall:.0f} s ({wall / max(1, len(subs)):.1f} s each, "
+          f"{workers} worker(s))")
     write_json(records, out / "grades.json")
     write_csv(records, out / "grades.csv")
     print(summary_table(records))

@@ -36,7 +36,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import nbformat
@@ -153,9 +153,35 @@ def repair_notebook(nb, release) -> tuple[list[str], bool]:
         if is_test(rc):
             if gid not in have:
                 notes.append(f"test cell {gid} was deleted from the notebook; the grader put it back.")
+                have[gid] = _put_back(nb, release, rc)
             elif have[gid].source.strip() != rc.source.strip():
                 notes.append(f"test cell {gid} was edited; the grader restored it from the release.")
     return notes, found > 0
+
+
+def _put_back(nb, release, missing):
+    """Insert a copy of the release cell ``missing`` after the nearest earlier release cell still in ``nb``.
+
+    (nbgrader's own ``add_missing_cells`` fails when the cell before a test is a locked cell that is not
+    graded, as the self-check cells of this course are.)
+    """
+    import copy
+
+    def key(c):
+        return _meta(c).get("grade_id") or c.get("id")
+
+    where = {key(c): i for i, c in enumerate(nb.cells) if key(c)}
+    at = len(nb.cells)
+    idx = release.cells.index(missing)
+    for prev in reversed(release.cells[:idx]):
+        if key(prev) in where:
+            at = where[key(prev)] + 1
+            break
+    cell = copy.deepcopy(missing)
+    if cell.get("id") in {c.get("id") for c in nb.cells}:
+        cell["id"] = f"restored-{_meta(missing)['grade_id']}"[:64]
+    nb.cells.insert(at, cell)
+    return cell
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -185,6 +211,7 @@ class JobResult:
     autograded: bytes | None = None
     feedback_html: bytes | None = None
     log: str = ""
+    seconds: float | None = None    # wall time of run_job
 
 
 def _message_of(cell) -> tuple[str, str]:
@@ -215,6 +242,15 @@ def _all(job: GradingJob, status: str, message: str, notes: list[str] | None = N
 
 def run_job(job: GradingJob) -> JobResult:
     """Grade one submission in its own workspace; never raises for anything the submission does."""
+    import time
+
+    start = time.perf_counter()
+    res = _run_job(job)
+    res.seconds = round(time.perf_counter() - start, 2)
+    return res
+
+
+def _run_job(job: GradingJob) -> JobResult:
     try:
         nb = nbformat.reads(job.notebook.decode("utf-8"), as_version=4)
     except Exception as exc:
@@ -308,7 +344,23 @@ def _read_scores(ws: Path, job: GradingJob, graded_nb: Path, notes: list[str]) -
     if tampered:
         notes = notes + ["the gradebook was changed while this notebook ran; the points come from the notebook's "
                          "own test outputs, not from the gradebook"]
+        _repair_gradebook(ws, job, {r.grade_id: r.points for r in records})
     return JobResult(records, notes)
+
+
+def _repair_gradebook(ws: Path, job: GradingJob, points: dict[str, float]) -> None:
+    """Write the notebook's points back into the workspace gradebook (the feedback reads them there)."""
+    from nbgrader.api import Gradebook
+
+    try:
+        with Gradebook(f"sqlite:///{ws / 'gradebook.db'}") as gb:
+            for g in gb.find_submission_notebook(job.assignment, job.assignment, job.student).grades:
+                if g.name in points:
+                    g.manual_score = None
+                    g.auto_score = points[g.name]
+            gb.db.commit()
+    except Exception:
+        pass
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -452,8 +504,11 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
 
     bar = None
     if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=len(subs), initial=len(subs) - len(todo), unit="submission", file=sys.stderr)
+        try:
+            from tqdm import tqdm
+            bar = tqdm(total=len(subs), initial=len(subs) - len(todo), unit="submission", file=sys.stderr)
+        except ImportError:  # tqdm is in the grader's extras; without it the per-submission lines remain
+            bar = None
     for s in subs:
         if s in results and on_done and s not in todo:
             on_done(s, results[s])
@@ -462,6 +517,11 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
         env = dict(os.environ)
         env.pop("COURSE_COPY_GBPS", None)
         gbps = calibrate_gpus()
+        if gbps and executor is None and workers > len(gbps):
+            # two submissions timing kernels on one GPU would slow each other down: one worker per GPU
+            print(f"{workers} workers requested, {len(gbps)} GPU(s): using {len(gbps)} so that no two "
+                  "submissions share a GPU while their kernels are timed", file=sys.stderr)
+            workers = len(gbps)
         slots = _gpu_slots(max(1, workers), gbps) if executor is None else None
         if gbps and executor is not None:
             env["COURSE_COPY_GBPS"] = gbps[0]
@@ -483,9 +543,10 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
                 if slots is None:
                     return run_job(job)
                 gpu, bw = slots.get()
+                visible = [d for d in job.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+                device = visible[gpu] if gpu < len(visible) else str(gpu)
                 try:
-                    return run_job(GradingJob(**{**asdict(job), "env": {**job.env, "CUDA_VISIBLE_DEVICES": str(gpu),
-                                                                        "COURSE_COPY_GBPS": bw}}))
+                    return run_job(replace(job, env={**job.env, "CUDA_VISIBLE_DEVICES": device, "COURSE_COPY_GBPS": bw}))
                 finally:
                     slots.put((gpu, bw))
 
@@ -506,7 +567,7 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
                                          f"workspace ({', '.join(changed[:3])}); the grader put them back")
                     _save_outputs(out, s, res, protected)
                     record = {"sha256": _sha(snapshot[s]), "records": [asdict(r) for r in res.records],
-                              "notes": res.notes}
+                              "notes": res.notes, "seconds": res.seconds}
                     protected.write(record_path(out, s.assignment, s.student),
                                     (json.dumps(record, indent=1) + "\n").encode())
                     results[s] = _with_notes(res.records, res.notes)

@@ -1,6 +1,7 @@
 """Collect submissions from an LMS download (a zip of notebooks) into nbgrader's ``submitted/`` layout.
 
-``python -m grader collect ZIP --assignment ID --out SUBMITTED`` writes
+``python -m grader collect ZIP --assignment ID --out SUBMITTED`` (ZIP may also be a folder, e.g. the
+notebooks saved from e-mail) writes
 ``SUBMITTED/<student>/<ID>/<ID>.ipynb`` for every student it finds, and ``collect_report.json`` next to
 them. Naming rules (what Canvas, Moodle, Blackboard and e-mail folders produce):
 
@@ -65,20 +66,29 @@ def validate(data: bytes, assignment: str) -> tuple[bool, list[str]]:
     return True, notes
 
 
+def _entries(source: Path):
+    """(name, read) for every file of a zip, or of a folder (notebooks saved from e-mail)."""
+    if source.is_dir():
+        for f in sorted(p for p in source.rglob("*") if p.is_file()):
+            yield f.relative_to(source).as_posix(), f.read_bytes
+        return
+    with zipfile.ZipFile(source) as z:
+        for info in z.infolist():
+            if not info.is_dir():
+                yield info.filename, (lambda info=info: z.read(info))
+
+
 def collect(zip_path: Path, assignment: str, out: Path) -> list[Collected]:
     """Unpack the notebooks of ``zip_path`` into ``out/<student>/<assignment>/<assignment>.ipynb``."""
     found: dict[str, list[tuple[str, bytes]]] = {}
     report: list[Collected] = []
-    with zipfile.ZipFile(zip_path) as z:
-        for info in z.infolist():
-            if info.is_dir():
-                continue
-            sid = student_of(info.filename)
-            if sid is None:
-                if info.filename.endswith(".ipynb"):
-                    report.append(Collected("", info.filename, False, ["file name follows none of the naming rules"]))
-                continue
-            found.setdefault(sid, []).append((info.filename, z.read(info)))
+    for name, read in _entries(zip_path):
+        sid = student_of(name)
+        if sid is None:
+            if name.endswith(".ipynb"):
+                report.append(Collected("", name, False, ["file name follows none of the naming rules"]))
+            continue
+        found.setdefault(sid, []).append((name, read()))
     for sid, entries in sorted(found.items()):
         checked = [(name, data, *validate(data, assignment)) for name, data in entries]
         good = [c for c in checked if c[2]]

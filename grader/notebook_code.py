@@ -7,6 +7,9 @@ solution notebook defines them, not a copy that could drift.
 from __future__ import annotations
 
 import linecache
+import re
+import sys
+import types
 from pathlib import Path
 
 import nbformat
@@ -35,7 +38,10 @@ def load_namespace(notebook: Path, through_last_solution: bool = True) -> dict[s
     if through_last_solution:
         last = max((i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("solution")), default=-1)
         cells = cells[: last + 1] if last >= 0 else cells
-    ns: dict[str, object] = {"__name__": "__course_notebook__"}
+    # a real module in sys.modules: torch.compile and pickle look functions up by their module's name
+    module = types.ModuleType("course_notebook_" + re.sub(r"\W", "_", notebook.stem))
+    sys.modules[module.__name__] = module
+    ns: dict[str, object] = module.__dict__
     for i, c in enumerate(cells):
         source = _strip_magics(c.source) + "\n"
         filename = f"<{notebook.stem} cell {i}>"

@@ -34,8 +34,22 @@ from grader.examples import apply_answers, build_submissions  # noqa: E402
 def _timed(subs, out: Path, workers: int) -> dict[str, object]:
     stamps: list[float] = []
     start = time.perf_counter()
-    records = grade_all(subs, out, workers=workers, on_done=lambda s, r: stamps.append(time.perf_counter()))
+
+    def done(s, r) -> None:
+        stamps.append(time.perf_counter())
+        try:
+            job = json.loads((out / "records" / s.assignment / f"{s.student}.json").read_text()).get("seconds")
+        except (OSError, ValueError):
+            job = None
+        print(f"[{stamps[-1] - start:6.1f} s] {s.student}/{s.assignment}: {sum(x.points for x in r):g} / "
+              f"{sum(x.max_points for x in r):g} points, {sorted({x.status for x in r})}, job {job} s", flush=True)
+
+    records = grade_all(subs, out, workers=workers, on_done=done)
     wall = time.perf_counter() - start
+    job_s = {}
+    for f in (out / "records").rglob("*.json"):
+        data = json.loads(f.read_text())
+        job_s[f"{f.stem}/{f.parent.name}"] = data.get("seconds")
     gaps = [b - a for a, b in zip([start] + stamps[:-1], stamps)]
     per_student: dict[str, float] = {}
     for r in records:
@@ -45,7 +59,10 @@ def _timed(subs, out: Path, workers: int) -> dict[str, object]:
             "s_between_finished_submissions_median": round(statistics.median(gaps[1:] or gaps), 1) if gaps else None,
             "first_finished_after_s": round(gaps[0], 1) if gaps else None,
             "points": per_student,
-            "statuses": sorted({r.status for r in records})}
+            "seconds_per_submission_job": job_s,
+            "statuses": sorted({r.status for r in records}),
+            "records": [f"{r.student} {r.assignment} {r.grade_id}: {r.status} {r.points:g}/{r.max_points:g} "
+                        f"{r.message.splitlines()[0][:160] if r.message else ''}" for r in records]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--students", default="", help="comma-separated answer files to use (default: all)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--course", action="store_true", help="also grade one student's whole course")
+    p.add_argument("--course-only", action="store_true", help="only the whole course")
     p.add_argument("--out", default=str(ROOT / "results" / "grading_time.json"))
     args = p.parse_args(argv)
     import torch
@@ -77,13 +95,14 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(record, indent=2) + "\n")
 
     work = Path(tempfile.mkdtemp(prefix="grading-time-"))
-    names = build_submissions(args.chapter, work / "submitted")
-    wanted = [s for s in args.students.split(",") if s] or names
-    subs = [s for s in find_submissions(work / "submitted", args.chapter) if s.student in wanted]
-    record["parts"][f"{args.chapter} examples"] = _timed(subs, work / "out", args.workers)
-    save()
-    print(json.dumps(record["parts"], indent=1), flush=True)
-    if args.course:
+    if not args.course_only:
+        names = build_submissions(args.chapter, work / "submitted")
+        wanted = [s for s in args.students.split(",") if s] or names
+        subs = [s for s in find_submissions(work / "submitted", args.chapter) if s.student in wanted]
+        record["parts"][f"{args.chapter} examples"] = _timed(subs, work / "out", args.workers)
+        save()
+        print(json.dumps(record["parts"], indent=1), flush=True)
+    if args.course or args.course_only:
         course = []
         for a in assignments():
             nb = solution_notebook(a)
@@ -98,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         record["parts"]["whole course, one student"] = _timed(course, work / "course_out", args.workers)
         save()
         print(json.dumps(record["parts"]["whole course, one student"], indent=1), flush=True)
+    import shutil
+    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -63,8 +63,10 @@ def test_exact_erf_gelu_is_named():
 
 def test_naive_tanh_is_named_as_the_overflow_by_real_autograde(tmp_path):
     outcomes = run_with_answers(CHAPTER, "cleo_naive_tanh")
-    assert outcomes["test_gelu_shapes"] == "passed" and outcomes["test_gelu_fp16"] == "passed"
+    assert outcomes["test_gelu_shapes"] == "passed"
     assert "NaN for x > 10: does your tanh overflow?" in outcomes["test_gelu_large_inputs"]
+    if outcomes["test_gelu_fp16"] != "passed":  # 4 * randn reaches x > 10.5 now and then
+        assert "NaN for x > 10: does your tanh overflow?" in outcomes["test_gelu_fp16"]
     build_submissions(CHAPTER, tmp_path / "submitted")
     subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student == "cleo_naive_tanh"]
     records = {r.grade_id: r for r in grade_all(subs, tmp_path / "out")}

@@ -21,14 +21,17 @@ CHAPTER = "05_softmax"
 def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("softmax")
     students = build_submissions(CHAPTER, tmp / "submitted")
-    keep = [s for s in students if s != "ben_untouched"]  # the untouched notebook: test_autograde covers it
+    # the solution and the untouched notebook are graded by tests/test_autograde.py; the one-row
+    # kernel is the reference minus its launch tuning, so on a CPU it shows nothing new
+    keep = [s for s in students if s not in ("ada_correct", "ben_untouched", "ivy_one_row")]
     subs = [s for s in find_submissions(tmp / "submitted", CHAPTER) if s.student in keep]
     return {(r.student, r.grade_id): r for r in grade_all(subs, tmp / "out", workers=2)}
 
 
 @pytest.mark.notebook
-def test_correct_and_straightforward_submissions_pass_everything_gradable(graded):
-    for student in ("ada_correct", "ivy_one_row", "hal_two_pass"):
+def test_twice_the_bytes_passes_everything_gradable_on_a_cpu(graded):
+    """Correct but slow: only the bandwidth check (on a GPU) can fail it; see results/05_softmax.json."""
+    for student in ("hal_two_pass",):
         records = [r for (s, _), r in graded.items() if s == student]
         assert records
         for r in records:
@@ -40,8 +43,8 @@ def test_correct_and_straightforward_submissions_pass_everything_gradable(graded
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("student, grade_id, words", [
-    ("cleo_no_max", "test_softmax_large_values", "did you subtract the row max"),
-    ("dan_online_nan", "test_softmax_long_traps", "NaN in rows containing -inf"),
+    ("cleo_no_max_online_nan", "test_softmax_large_values", "did you subtract the row max"),
+    ("cleo_no_max_online_nan", "test_softmax_long_traps", "NaN in rows containing -inf"),
     ("eve_row_stride_n", "test_softmax_strided", "step between rows with the row stride"),
     ("fay_pad_zero", "test_softmax_shapes", "Load them with other=float('-inf')"),
     ("fay_pad_zero", "test_softmax_neg_inf", "A row that is -inf everywhere should give NaN"),
@@ -56,10 +59,10 @@ def test_mistakes_fail_with_the_hint_that_names_them(graded, student, grade_id, 
 @pytest.mark.notebook
 def test_mistakes_fail_only_where_they_should(graded):
     """Each mistake costs the tests of its trap, not unrelated ones."""
-    assert graded[("cleo_no_max", "test_softmax_shapes")].status == "passed"
-    assert graded[("eve_row_stride_n", "test_softmax_shapes")].status == "passed"
-    assert graded[("dan_online_nan", "test_softmax_neg_inf")].status == "passed"
-    assert graded[("dan_online_nan", "test_softmax_long_sizes")].status == "passed"
+    for grade_id in ("test_softmax_shapes", "test_softmax_neg_inf", "test_softmax_long_sizes"):
+        assert graded[("cleo_no_max_online_nan", grade_id)].status == "passed"
+    for grade_id in ("test_softmax_shapes", "test_softmax_neg_inf", "test_softmax_fp16", "test_softmax_long_traps"):
+        assert graded[("eve_row_stride_n", grade_id)].status == "passed"
 
 
 def _ok(x):

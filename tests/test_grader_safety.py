@@ -20,7 +20,7 @@ from grader.examples import apply_answers, build_submissions, parse_answers
 from grader.feedback import leaks
 from tests.safety.transforms import SAFETY_ANSWERS, TRANSFORMS
 
-pytestmark = pytest.mark.notebook
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grader_safety")]  # one fixture, one worker
 
 A = "03_vector_add"
 HONEST = ["ada_correct", "mia_noisy", "jay_huge_output"]

@@ -148,3 +148,59 @@ def test_collect_validates_each_notebook(tmp_path):
 def test_hidden_regions_are_replaced():
     src = "a = 1\n### BEGIN HIDDEN TESTS\nsecret(42)\n### END HIDDEN TESTS\nb = 2"
     assert hide_hidden_regions(src) == f"a = 1\n{PLACEHOLDER}\nb = 2"
+
+
+def test_any_executor_runs_the_jobs_and_tampering_is_put_back(tmp_path, monkeypatch):
+    """grade_all with a caller's Executor; a job that rewrites another student's file gets it put back."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grader.autograde as ag
+    from grader.results import GradeRecord
+
+    submitted = tmp_path / "submitted"
+    for student in ("amy", "bob"):
+        dest = submitted / student / A / f"{A}.ipynb"
+        dest.parent.mkdir(parents=True)
+        nbformat.write(_ada(), dest)
+    original = (submitted / "bob" / A / f"{A}.ipynb").read_bytes()
+
+    class FakeTemplate:
+        def __init__(self, root, assignment):
+            self.root = root
+            root.mkdir(parents=True)
+
+    def fake_job(job):
+        if job.student == "amy":  # a submission that scribbles on a classmate's notebook
+            (submitted / "bob" / A / f"{A}.ipynb").write_text("{}")
+        assert job.notebook == original  # graded from the snapshot, whatever is on disk
+        return ag.JobResult([GradeRecord(job.student, A, g, p, p, "passed", "") for g, p in job.cells], [])
+
+    class CountingExecutor(ThreadPoolExecutor):
+        submitted_jobs = 0
+
+        def submit(self, fn, *args, **kwargs):
+            CountingExecutor.submitted_jobs += 1
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(ag, "calibrate_gpus", lambda: [])
+    monkeypatch.setattr(ag, "GradingTemplate", FakeTemplate)
+    monkeypatch.setattr(ag, "run_job", fake_job)
+    done = []
+    with CountingExecutor(max_workers=1) as pool:
+        records = ag.grade_all(ag.find_submissions(submitted, A), tmp_path / "out", executor=pool,
+                               on_done=lambda s, r: done.append(s.student))
+    assert CountingExecutor.submitted_jobs == 2 and sorted(done) == ["amy", "bob"]
+    assert (submitted / "bob" / A / f"{A}.ipynb").read_bytes() == original
+    assert any("changed files outside its workspace" in r.message for r in records if r.student == "amy")
+    assert all(r.status == "passed" for r in records)
+    saved = json.loads((tmp_path / "out" / "records" / A / "bob.json").read_text())
+    assert saved["records"] and saved["sha256"]
+
+
+def test_collect_from_a_folder(tmp_path):
+    src = tmp_path / "mail"
+    src.mkdir()
+    nbformat.write(_ada(), src / "dana_lab3.ipynb")
+    report = collect(src, A, tmp_path / "submitted")
+    assert [c.student for c in report if c.accepted] == ["dana"]
+    assert (tmp_path / "submitted" / "dana" / A / f"{A}.ipynb").exists()

@@ -114,8 +114,13 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
 
 
 def attention_tolerance(dtype: torch.dtype) -> tuple[float, float]:
-    """(atol, rtol) for attention: fp32 dots run as tf32 on Ampere and later GPUs, fp16 rounds P to fp16."""
-    return {torch.float32: (5e-3, 5e-3), torch.float16: (1e-2, 1e-2)}.get(dtype, (1e-2, 1e-2))
+    """(atol, rtol) for attention: fp32 dots run as tf32 on Ampere and later GPUs, fp16 rounds P to fp16.
+
+    Measured on an H200 (results/09_attention.json, ``gpu_accuracy``): the reference kernel's worst fp32
+    error was 0.85 of a 5e-3 tolerance, so fp32 gets 1e-2 (a 2x margin); fp16's worst was 0.04 of 1e-2.
+    Every mistake the chapter's example submissions make is off by far more than either.
+    """
+    return {torch.float32: (1e-2, 1e-2), torch.float16: (1e-2, 1e-2)}.get(dtype, (1e-2, 1e-2))
 
 
 def _wrong_4d(c: Comparison) -> torch.Tensor | None:

@@ -29,11 +29,35 @@ from utils.device import current, require_gpu
 COPY_GBPS_ENV = "COURSE_COPY_GBPS"
 
 
+_LAST_TIMED = [0.0]
+
+
+def _spin_up(ms: float = 100.0) -> None:
+    """Keep the GPU busy for ``ms`` so that its clocks are up before a timing starts.
+
+    An idle GPU drops its clocks (an H200 idles at 345 MHz); after a few seconds of host work, such as
+    a torch.compile, the first microsecond-scale kernels timed would otherwise run at a fraction of
+    their speed. Skipped when the previous timing ended less than a second ago.
+    """
+    if time.perf_counter() - _LAST_TIMED[0] < 1.0:
+        return
+    buf = torch.empty(2**24, device="cuda")
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        for _ in range(20):
+            buf.mul_(1.0)
+        torch.cuda.synchronize()
+    del buf
+
+
 def time_ms(fn: Callable[[], object], *, warmup_ms: int = 25, rep_ms: int = 100) -> float:
     """Median milliseconds per call of ``fn`` on the GPU (events, L2 flushed, warm-up excluded)."""
     require_gpu("Timing a kernel")
     import triton.testing
-    return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    _spin_up()
+    ms = float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    _LAST_TIMED[0] = time.perf_counter()
+    return ms
 
 
 def gbps(nbytes: int | float, ms: float) -> float:
@@ -84,7 +108,8 @@ class Sweep:
     def table(self) -> str:
         names = list(self.series)
         head = f"{self.xlabel:>12} " + " ".join(f"{n:>14}" for n in names)
-        rows = [head] + [f"{s:>12} " + " ".join(f"{self.series[n][i]:>14.1f}" for n in names)
+        fmt = "{:>14.3g}" if self.interpreted else "{:>14,.0f}"
+        rows = [head] + [f"{s:>12} " + " ".join(fmt.format(self.series[n][i]) for n in names)
                          for i, s in enumerate(self.sizes)]
         unit = "(host clock, interpreter: not GPU performance)" if self.interpreted else "GB/s"
         return "\n".join(rows + [unit])

@@ -17,7 +17,9 @@ def course_root(repo="triton-course/triton-kernels-course"):
         if (folder / "utils" / "bootstrap.py").exists():
             return folder
     clone = pathlib.Path.home() / repo.split("/")[1]
-    if not clone.exists():
+    if clone.exists():  # downloaded in an earlier session: bring it up to date if we can
+        subprocess.run(["git", "-C", str(clone), "pull", "-q", "--ff-only"], check=False, capture_output=True)
+    else:
         print("Downloading the course helpers ...")
         subprocess.run(["git", "clone", "-q", "--depth=1", f"https://github.com/{repo}", str(clone)], check=True)
     return clone
@@ -25,7 +27,9 @@ def course_root(repo="triton-course/triton-kernels-course"):
 try:
     import utils
     utils.COURSE
-except (ImportError, AttributeError):
+except (ImportError, AttributeError) as error:
+    if isinstance(error, ImportError) and error.name not in ("utils", None):
+        raise  # the helpers are here, but a package they need (torch? triton?) is not installed
     sys.modules.pop("utils", None)
     sys.path.insert(0, str(course_root()))
     import utils

@@ -107,6 +107,7 @@ def measure(ns):
         "sizes": rows,
         "bandwidth_check": check,
         "reference_at_least_90pct_of_copy_on_4096x4096": main["reference_gbps"] >= 0.9 * ceiling,
+        "reference_at_least_90pct_of_same_size_copy_on_4096x4096": main["reference_fraction_of_same_size_copy"] >= 0.9,
         "reference_beats_builtin_and_one_row_at_every_size": all(
             r["reference_beats_builtin"] and r["reference_beats_one_row_per_program"] for r in rows),
         "bytes": "(2 M + 1) N s: x read once, y written once, the weight read once",

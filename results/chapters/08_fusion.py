@@ -2,6 +2,8 @@
 eager chain and torch.compile across sizes, predicted against measured speedup, the roofline of this
 GPU, a small launch-configuration sweep, and the measured counter-example (GEMM + row softmax fused)."""
 
+import linecache
+
 import nbformat
 import torch
 import triton
@@ -15,7 +17,9 @@ def _counter_example(ns):
     """Run the notebook's locked `counter_example` cell (it follows the last solution cell) into ns."""
     nb = nbformat.read(solution_notebook("08_fusion"), as_version=4)
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "counter_example")
-    exec(compile(cell.source, "08_fusion.ipynb:counter_example", "exec"), ns)
+    filename = "08_fusion.ipynb:counter_example"
+    linecache.cache[filename] = (len(cell.source), None, cell.source.splitlines(True), filename)  # for @triton.jit
+    exec(compile(cell.source, filename, "exec"), ns)
 
 
 def _kernel_names(fn, args):
@@ -97,29 +101,57 @@ def measure(ns):
             tuning.append({"rows_per_program": rows_per_program, "num_warps": warps, "gbps": v})
     print(tuning, flush=True)
 
-    # The counter-example: softmax(A @ B) fused into one kernel against cuBLAS + torch.softmax.
+    # The counter-example: softmax(A @ B) fused into one kernel against cuBLAS + torch.softmax. The fused
+    # kernel gets its best of a few tile shapes, so that it is not a straw man.
     _counter_example(ns)
     M, N, K = 8192, 4096, 1024
     a = torch.randn(M, K, device="cuda", dtype=torch.float16) / 8
     b = torch.randn(K, N, device="cuda", dtype=torch.float16) / 8
-    err = float((ns["matmul_softmax_fused"](a, b).double() - torch.softmax(a.double() @ b.double(), dim=1)).abs().max())
-    fused_ms = time_ms(lambda: ns["matmul_softmax_fused"](a, b))
+    want = torch.softmax(a.double() @ b.double(), dim=1)
+    configs = []
+    for bm, bn, bk, nw, st in ((64, 128, 64, 4, 3), (128, 128, 64, 8, 3), (64, 64, 64, 4, 3), (32, 128, 64, 4, 3),
+                               (64, 128, 32, 4, 2)):
+        kw = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=st)
+        try:
+            err = float((ns["matmul_softmax_fused"](a, b, **kw).double() - want).abs().max())
+            ms = time_ms(lambda: ns["matmul_softmax_fused"](a, b, **kw))
+            configs.append(dict(kw, ms=round(ms, 4), max_abs_error=err))
+        except Exception as exc:
+            configs.append(dict(kw, failed=f"{type(exc).__name__}: {str(exc)[:200]}"))
+        print(configs[-1], flush=True)
+    ok = [c for c in configs if "ms" in c]
     unfused_ms = time_ms(lambda: ns["matmul_softmax_unfused"](a, b))
     gemm_ms = time_ms(lambda: a @ b)
     flops = 2 * M * N * K
     ub, fbytes = (M * K + K * N + 3 * M * N) * 2, (M * K + K * N + M * N) * 2
     predicted = ns["predicted_speedup"](flops, ub, 2 * flops, fbytes, tflops, ceiling)
-    counter = {"what": "softmax(A @ B, dim=1), A 8192x1024, B 1024x4096 float16: one Triton kernel (BLOCK_M=64, "
-                       "two passes over the columns, GEMM recomputed) against torch.softmax(a @ b)",
-               "fused_ms": round(fused_ms, 4), "unfused_ms": round(unfused_ms, 4), "gemm_alone_ms": round(gemm_ms, 4),
-               "fused_speed_relative_to_unfused": round(unfused_ms / fused_ms, 3),
-               "fused_bytes_fraction": round(fbytes / ub, 3), "predicted_speedup_roofline": round(predicted, 3),
-               "fused_programs": M // 64, "fused_tflops_useful": round(flops / fused_ms / 1e9, 1),
-               "max_abs_error": err}
+    counter = {"what": "softmax(A @ B, dim=1), A 8192x1024, B 1024x4096 float16: one Triton kernel (each program "
+                       "owns BLOCK_M rows, two passes over the columns, GEMM recomputed) against torch.softmax(a @ b)",
+               "fused_configs": configs, "unfused_ms": round(unfused_ms, 4), "gemm_alone_ms": round(gemm_ms, 4),
+               "fused_bytes_fraction": round(fbytes / ub, 3), "predicted_speedup_roofline": round(predicted, 3)}
+    if ok:
+        best = min(ok, key=lambda c: c["ms"])
+        counter.update({"fused_ms": best["ms"], "fused_best_config": {k: best[k] for k in (
+                            "BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")},
+                        "fused_speed_relative_to_unfused": round(unfused_ms / best["ms"], 3),
+                        "fused_programs": M // best["BLOCK_M"],
+                        "fused_useful_tflops": round(flops / best["ms"] / 1e9, 1),
+                        "max_abs_error": best["max_abs_error"]})
     print(counter, flush=True)
 
     bench = next(r for r in rows if r["shape"] == [4, 2048, 4096] and r["dtype"] == "float16")
+    summary = [
+        f"roof: copy {ceiling:,.0f} GB/s, fp16 matmul {tflops:,.0f} TFLOP/s",
+        f"RMSNorm+residual+SiLU 4x2048x4096 fp16: fused {bench['fused_gbps']:,.0f} GB/s "
+        f"({bench['fused_fraction_of_copy']:.1%} of copy), torch.compile {bench['compile_gbps']:,.0f}, "
+        f"eager 3 kernels {bench['eager_gbps_on_fused_bytes']:,.0f} (on the fused bytes)",
+        f"speedup over eager: measured {bench['speedup_measured']}x, predicted from bytes {bench['speedup_predicted']}x",
+    ]
+    if "fused_ms" in counter:
+        summary.append(f"counter-example softmax(A @ B) fused: {counter['fused_ms']} ms vs unfused "
+                       f"{counter['unfused_ms']} ms ({counter['fused_speed_relative_to_unfused']}x the speed)")
     return {
+        "summary": summary,
         "roof": {"copy_gbps": round(ceiling, 1), "matmul_fp16_tflops": round(tflops, 1),
                  "ridge_flop_per_byte": round(tflops * 1e12 / (ceiling * 1e9), 1)},
         "eager_chain": "x + residual; F.rms_norm(h, (N,), weight, eps); F.silu(y): traffic (7*M*N + N) elements; "

@@ -69,13 +69,22 @@ def _accuracy(ns):
                 want = attention_reference(q.double(), k.double(), v.double(), causal, scale)
                 ratio = max(ratio, float(((got - want).abs() / (atol + rtol * want.abs())).max()))
         worst[str(dtype).replace("torch.", "")] = {"tolerance": [atol, rtol], "max_error_over_tolerance": round(ratio, 3)}
+    print("accuracy", worst, flush=True)
     return worst
+
+
+def _guarded(fn, ns):
+    """Run one extra check; record its failure instead of losing the whole measurement."""
+    try:
+        return fn(ns)
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
 
 
 def _beyond_2_31(ns):
     """fp16 q, k, v of 2^31 elements each: the last heads are right only if offsets are 64-bit."""
     attention = ns["attention"]
-    z, h, n, d = 4096, 32, 128, 128
+    z, h, n, d = 512, 32, 1024, 128      # 16384 heads (grid axis 1 holds at most 65535)
     q, k, v = (torch.randn(z, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
     out = attention(q, k, v)
     last = (slice(-2, None), slice(-2, None))
@@ -83,6 +92,7 @@ def _beyond_2_31(ns):
     err = float((out[last].double() - want).abs().max())
     result = {"shape": [z, h, n, d], "elements": q.numel(), "max_abs_error_last_heads": round(err, 5),
               "ok": err < 1e-2}
+    print("beyond 2^31", result, flush=True)
     del q, k, v, out
     torch.cuda.empty_cache()
     return result
@@ -106,6 +116,6 @@ def measure(ns):
         "summary": summary,
         "target": {"ratio_to_sdpa_N_ge_4096": 0.6,
                    "passes": all(r["ratio_to_sdpa"] >= 0.6 for r in long)},
-        "gpu_accuracy": _accuracy(ns),
-        "beyond_2_31_elements": _beyond_2_31(ns),
+        "gpu_accuracy": _guarded(_accuracy, ns),
+        "beyond_2_31_elements": _guarded(_beyond_2_31, ns),
     }
