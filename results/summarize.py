@@ -39,6 +39,24 @@ def render() -> str:
     parts = [HEAD]
     for path in sorted(HERE.glob("*.json")):
         r = json.loads(path.read_text())
+        if "runs" in r:
+            parts.append(f"## {path.stem}\n")
+            parts.append(f"{r.get('what', '')}\n")
+            for name, run in r["runs"].items():
+                if not run.get("measured", True):
+                    parts.append(f"- {name}: not measured. {run.get('note', '')}")
+                    continue
+                parts.append(f"- {name}: {run.get('device', '?')}, torch {run.get('torch', '?')}, triton "
+                             f"{run.get('triton', '?')}, {run.get('date', '?')}; reproduce: `{run.get('command', '?')}`")
+                for part, p in run.get("parts", {}).items():
+                    parts.append(f"  - {part}: {p.get('submissions')} submissions in {p.get('wall_s')} s "
+                                 f"({p.get('s_per_submission_overall')} s each)")
+                for chapter, c in run.get("chapters", {}).items():
+                    parts.append(f"  - {chapter}: {c.get('result')}, {c.get('job_s')} s")
+                if run.get("note"):
+                    parts.append(f"  - note: {run['note']}")
+            parts.append(f"- full figures: [{path.name}]({path.name})\n")
+            continue
         title = r.get("chapter") or path.stem
         parts.append(f"## {title}\n")
         meta = [f"device: {r.get('device', '?')}", f"torch {r.get('torch', '?')}, triton {r.get('triton', '?')}",

@@ -11,42 +11,15 @@ from __future__ import annotations
 
 import json
 
-import nbformat
 import pytest
 
 from grader.autograde import find_submissions, grade_all
-from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook
-from grader.examples import build_submissions, parse_answers
-from tests.conftest import ROOT
+from grader.examples import build_submissions
+from tests.conftest import ROOT, run_with_answers
 
 pytestmark = pytest.mark.notebook
 
 CHAPTER = "04_gelu"
-
-
-def run_with_answers(chapter: str, student: str) -> dict[str, str]:
-    """Execute the solution notebook in this process with ``student``'s answer cells in place of the
-    solution cells; return each graded test's outcome: "passed" or the error it raised. (Much faster than
-    nbgrader; one submission per chapter also goes through real autograde below.)"""
-    answers = parse_answers((EXAMPLE_SUBMISSIONS / chapter / f"{student}.py").read_text())
-    nb = nbformat.read(solution_notebook(chapter), as_version=4)
-    ns: dict[str, object] = {"__name__": "__main__"}
-    outcomes = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code":
-            continue
-        source = cell.source
-        if meta.get("solution") and answers.get(meta["grade_id"]) is not None:
-            source = answers[meta["grade_id"]]
-        try:
-            exec(compile(source, f"<{meta.get('grade_id', 'cell')}>", "exec"), ns)
-            outcome = "passed"
-        except Exception as exc:  # a failing self-check or test is what we are looking for
-            outcome = f"{type(exc).__name__}: {exc}"
-        if meta.get("grade") and not meta.get("solution"):
-            outcomes[meta["grade_id"]] = outcome
-    return outcomes
 
 
 def test_correct_and_twice_the_bytes_pass_every_test_here():

@@ -11,14 +11,13 @@
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 
-from utils.bench import Sweep, time_ms
+from utils.bench import Sweep, flops_sweep
 from utils.checks import CheckFailed, Comparison, Hint, explain_exception
-from utils.device import current
+from utils.plots import plot_sweep
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -181,55 +180,10 @@ ATTENTION_HINTS = [
 # TFLOP/s sweeps
 # ---------------------------------------------------------------------------------------------------
 
-class FlopSweep(Sweep):
-    """A :class:`utils.bench.Sweep` whose values are TFLOP/s (GFLOP/s by host clock under the interpreter)."""
-
-    def table(self) -> str:
-        names = list(self.series)
-        head = f"{self.xlabel:>12} " + " ".join(f"{n:>16}" for n in names)
-        rows = [head] + [f"{s:>12} " + " ".join(f"{self.series[n][i]:>16.2f}" for n in names)
-                         for i, s in enumerate(self.sizes)]
-        unit = "GFLOP/s by host clock (interpreter: not GPU performance)" if self.interpreted else "TFLOP/s"
-        return "\n".join(rows + [unit])
+#: TFLOP/s sweeps and their plot are the course's shared ones (utils.bench, utils.plots).
+tflops_sweep = flops_sweep
 
 
-def tflops_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],
-                 flops: Callable[[int], float], sizes: Sequence[int], xlabel: str = "N") -> FlopSweep:
-    """TFLOP/s of every implementation at every size (median GPU time; one host-clock run when interpreted)."""
-    interpreted = current().interpreted
-    sweep = FlopSweep(list(sizes), xlabel, {name: [] for name in impls}, interpreted)
-    for size in sizes:
-        inputs = make_inputs(size)
-        for name, fn in impls.items():
-            if interpreted:
-                start = time.perf_counter()
-                fn(*inputs)
-                ms = (time.perf_counter() - start) * 1e3
-                sweep.series[name].append(flops(size) / (ms * 1e-3) / 1e9)
-            else:
-                ms = time_ms(lambda: fn(*inputs))
-                sweep.series[name].append(flops(size) / (ms * 1e-3) / 1e12)
-        del inputs
-    return sweep
-
-
-def plot_tflops(sweep: FlopSweep, title: str, ax=None):
-    """TFLOP/s against size, log2 x-axis; under the interpreter the title says the numbers are host-clock."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4))
-    for name, values in sweep.series.items():
-        ax.plot(sweep.sizes, values, marker="o", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel(sweep.xlabel)
-    if sweep.interpreted:
-        ax.set_ylabel("GFLOP/s by host clock")
-        title += "\n(Triton interpreter on the CPU: not GPU performance)"
-    else:
-        ax.set_ylabel("TFLOP/s (FLOPs that must be done / median time)")
-        ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    return ax
+def plot_tflops(sweep: Sweep, title: str, ax=None):
+    """TFLOP/s against sequence length (:func:`utils.plots.plot_sweep`)."""
+    return plot_sweep(sweep, title, ax=ax)

@@ -97,30 +97,39 @@ def measure_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[o
 
 @dataclass
 class Sweep:
-    """GB/s (or, under the interpreter, host-clock throughput) of several implementations by size."""
+    """Throughput of several implementations by problem size: GB/s or TFLOP/s on a GPU; under the
+    interpreter the same quantity by host clock (the plot and the table say it is not GPU performance)."""
 
     sizes: list[int]
     xlabel: str
     series: dict[str, list[float]] = field(default_factory=dict)
     interpreted: bool = False
     copy_gbps: float | None = None
+    unit: str = "GB/s"
 
     def table(self) -> str:
         names = list(self.series)
-        head = f"{self.xlabel:>12} " + " ".join(f"{n:>14}" for n in names)
-        fmt = "{:>14.3g}" if self.interpreted else "{:>14,.0f}"
+        width = max(14, *(len(n) + 2 for n in names)) if names else 14
+        head = f"{self.xlabel:>12} " + " ".join(f"{n:>{width}}" for n in names)
+        fmt = "{:>%d.3g}" % width if self.interpreted or self.unit != "GB/s" else "{:>%d,.0f}" % width
         rows = [head] + [f"{s:>12} " + " ".join(fmt.format(self.series[n][i]) for n in names)
                          for i, s in enumerate(self.sizes)]
-        unit = "(host clock, interpreter: not GPU performance)" if self.interpreted else "GB/s"
+        unit = f"{self.unit} by host clock (interpreter: not GPU performance)" if self.interpreted else self.unit
         return "\n".join(rows + [unit])
 
 
-def bandwidth_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],
-                    nbytes: Callable[[int], int], sizes: Sequence[int], xlabel: str = "size") -> Sweep:
-    """Measure every implementation at every size; GB/s from ``nbytes(size)``."""
+_SCALE = {"GB/s": 1e9, "TFLOP/s": 1e12}
+
+
+def throughput_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],
+                     work: Callable[[int], float], sizes: Sequence[int], xlabel: str = "size",
+                     unit: str = "GB/s") -> Sweep:
+    """Time every implementation at every size and divide ``work(size)`` (bytes for GB/s, FLOPs for
+    TFLOP/s) by the median time. Each implementation is called once before it is timed, so compilation
+    and autotuning stay out of the numbers; under the interpreter one call is timed by the host clock."""
     interpreted = current().interpreted
     sweep = Sweep(list(sizes), xlabel, {name: [] for name in impls}, interpreted,
-                  None if interpreted else copy_bandwidth())
+                  None if interpreted or unit != "GB/s" else copy_bandwidth(), unit)
     for size in sizes:
         inputs = make_inputs(size)
         for name, fn in impls.items():
@@ -129,7 +138,20 @@ def bandwidth_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callab
                 fn(*inputs)
                 ms = (time.perf_counter() - start) * 1e3
             else:
+                fn(*inputs)
                 ms = time_ms(lambda: fn(*inputs))
-            sweep.series[name].append(gbps(nbytes(size), ms))
+            sweep.series[name].append(work(size) / (ms * 1e-3) / _SCALE[unit])
         del inputs
     return sweep
+
+
+def bandwidth_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],
+                    nbytes: Callable[[int], int], sizes: Sequence[int], xlabel: str = "size") -> Sweep:
+    """GB/s of every implementation at every size, from the bytes that must move (``nbytes(size)``)."""
+    return throughput_sweep(impls, make_inputs, nbytes, sizes, xlabel, "GB/s")
+
+
+def flops_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],
+                flops: Callable[[int], float], sizes: Sequence[int], xlabel: str = "size") -> Sweep:
+    """TFLOP/s of every implementation at every size, from the FLOPs that must be done (``flops(size)``)."""
+    return throughput_sweep(impls, make_inputs, flops, sizes, xlabel, "TFLOP/s")

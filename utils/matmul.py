@@ -14,14 +14,13 @@ median time. The yardstick is the vendor library measured in the same process (c
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
-from utils.bench import time_ms
+from utils.bench import Sweep, flops_sweep, time_ms  # noqa: F401 -- re-exported for chapter 07
 from utils.checks import CheckFailed, explain_exception
 from utils.device import current
 from utils.grading import NOT_GRADED, quiet_stderr
+from utils.plots import plot_sweep
 
 
 def matmul_flops(m: int, n: int, k: int) -> int:
@@ -44,69 +43,6 @@ def dot_uses_tensor_cores() -> bool:
     instructions. With current Triton, older GPUs (the T4 is sm_75) run ``tl.dot`` on the FMA units."""
     dev = current()
     return dev.is_gpu and dev.compute_capability is not None and dev.compute_capability >= (8, 0)
-
-
-@dataclass
-class FlopSweep:
-    """TFLOP/s (or, under the interpreter, host-clock throughput) of several implementations by size."""
-
-    sizes: list[int]
-    xlabel: str
-    series: dict[str, list[float]] = field(default_factory=dict)
-    interpreted: bool = False
-
-    def table(self) -> str:
-        names = list(self.series)
-        head = f"{self.xlabel:>12} " + " ".join(f"{n:>24}" for n in names)
-        rows = [head] + [f"{s:>12} " + " ".join(f"{self.series[n][i]:>24.4g}" for n in names)
-                         for i, s in enumerate(self.sizes)]
-        unit = "(host clock, interpreter: not GPU performance)" if self.interpreted else "TFLOP/s"
-        return "\n".join(rows + [unit])
-
-
-def flops_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],
-                flops: Callable[[int], int], sizes: Sequence[int], xlabel: str = "size") -> FlopSweep:
-    """Time every implementation at every size (median on a GPU, one host-clock run under the
-    interpreter) and convert to TFLOP/s with ``flops(size)``."""
-    interpreted = current().interpreted
-    sweep = FlopSweep(list(sizes), xlabel, {name: [] for name in impls}, interpreted)
-    for size in sizes:
-        inputs = make_inputs(size)
-        for name, fn in impls.items():
-            if interpreted:
-                start = time.perf_counter()
-                fn(*inputs)
-                ms = (time.perf_counter() - start) * 1e3
-            else:
-                fn(*inputs)  # compile (and autotune) outside the timed runs
-                ms = time_ms(lambda: fn(*inputs))
-            sweep.series[name].append(tflops(flops(size), ms))
-        del inputs
-    return sweep
-
-
-def plot_flops(sweep: FlopSweep, title: str, ax=None, peak_tflops: float | None = None):
-    """Draw TFLOP/s against size for each implementation, with the datasheet peak as a dotted line."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4))
-    for name, values in sweep.series.items():
-        ax.plot(sweep.sizes, values, marker="o", label=name)
-    if peak_tflops and not sweep.interpreted:
-        ax.axhline(peak_tflops, color="black", linestyle=":", label=f"datasheet peak ({peak_tflops:,.0f} TFLOP/s)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel(sweep.xlabel)
-    if sweep.interpreted:
-        ax.set_ylabel("TFLOP/s by host clock")
-        title += "\n(Triton interpreter on the CPU: not GPU performance)"
-    else:
-        ax.set_ylabel("TFLOP/s (2*M*N*K / median time)")
-        ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    return ax
 
 
 def relative_tflops(fn: Callable[..., object], baseline: Callable[..., object],
@@ -159,3 +95,8 @@ def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
                           "(num_stages 3-4) and grouped ordering?")
     print(verdict + ": passed")
     return float(points)
+
+
+def plot_flops(sweep: Sweep, title: str, ax=None, peak_tflops: float | None = None):
+    """TFLOP/s against size: :func:`utils.plots.plot_sweep` with the datasheet's matrix peak as ceiling."""
+    return plot_sweep(sweep, title, ax=ax, peak_tflops=peak_tflops)

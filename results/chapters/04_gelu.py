@@ -9,28 +9,6 @@ import triton
 
 from utils.bench import copy_bandwidth, measure_gbps
 
-def _make_notebook_cells_inspectable(chapter: str) -> None:
-    """Register the solution notebook's code cells in ``linecache`` under the names that
-    ``grader.notebook_code.load_namespace`` compiles them with. Compiled Triton (unlike the interpreter)
-    reads every ``@triton.jit`` function's source through ``inspect``, which otherwise fails with
-    "@jit functions should be defined in a Python file" for code executed from a notebook."""
-    import linecache
-
-    import nbformat
-
-    from grader.course import solution_notebook
-    from grader.notebook_code import _strip_magics
-
-    path = solution_notebook(chapter)
-    for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type == "code":
-            source = _strip_magics(cell.source)
-            name = f"{path.name}:{cell.get('id', '?')}"
-            linecache.cache[name] = (len(source), None, source.splitlines(True), name)
-
-
-_make_notebook_cells_inspectable("04_gelu")
-
 SIZES = tuple(2**k for k in range(20, 29, 2))
 TARGET_FRACTION = 0.75  # the notebook's bandwidth check
 C = math.sqrt(2 / math.pi)

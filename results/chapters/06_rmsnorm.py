@@ -8,28 +8,6 @@ import triton.language as tl
 
 from utils.bench import copy_bandwidth, gbps, measure_gbps, time_ms
 
-def _make_notebook_cells_inspectable(chapter: str) -> None:
-    """Register the solution notebook's code cells in ``linecache`` under the names that
-    ``grader.notebook_code.load_namespace`` compiles them with. Compiled Triton (unlike the interpreter)
-    reads every ``@triton.jit`` function's source through ``inspect``, which otherwise fails with
-    "@jit functions should be defined in a Python file" for code executed from a notebook."""
-    import linecache
-
-    import nbformat
-
-    from grader.course import solution_notebook
-    from grader.notebook_code import _strip_magics
-
-    path = solution_notebook(chapter)
-    for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type == "code":
-            source = _strip_magics(cell.source)
-            name = f"{path.name}:{cell.get('id', '?')}"
-            linecache.cache[name] = (len(source), None, source.splitlines(True), name)
-
-
-_make_notebook_cells_inspectable("06_rmsnorm")
-
 M = 4096
 WIDTHS = (1024, 2048, 4096, 8192, 16384)
 TARGET_FRACTION = 0.60  # the notebook's bandwidth check

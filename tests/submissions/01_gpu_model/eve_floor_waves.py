@@ -1,21 +1,13 @@
 # Waves by floor division, and sectors counted per byte address without straddling: waves and sectors fail.
 #%% occupancy from-solution
-#%% waves
-def _check_grid(num_blocks, num_sms, blocks_per_sm):
-    if num_blocks < 1 or num_sms < 1 or blocks_per_sm < 1:
-        raise ValueError(f"need num_blocks, num_sms, blocks_per_sm >= 1; got {num_blocks}, {num_sms}, {blocks_per_sm}")
-
-
-def waves(num_blocks: int, num_sms: int, blocks_per_sm: int = 1) -> int:
-    """How many waves a grid of num_blocks takes on num_sms SMs holding blocks_per_sm blocks each."""
-    _check_grid(num_blocks, num_sms, blocks_per_sm)
+#%% waves from-solution
+#%%- replace
+    return -(-num_blocks // (num_sms * blocks_per_sm))
+#%%- with
     return max(1, num_blocks // (num_sms * blocks_per_sm))
-
-
-def last_wave_utilization(num_blocks: int, num_sms: int, blocks_per_sm: int = 1) -> float:
-    """Fraction of the last wave's block slots that are busy."""
-    _check_grid(num_blocks, num_sms, blocks_per_sm)
-    slots = num_sms * blocks_per_sm
+#%%- replace
+    return (num_blocks - (waves(num_blocks, num_sms, blocks_per_sm) - 1) * slots) / slots
+#%%- with
     return (num_blocks % slots or slots) / slots
 #%% access_patterns
 SECTOR_BYTES, BANKS, BANK_BYTES = 32, 32, 4

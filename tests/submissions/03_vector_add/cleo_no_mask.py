@@ -1,20 +1,16 @@
 # Loads and stores without a mask: stores past the end of the output on ragged sizes.
-#%% add
+#%% add from-solution
+#%%- replace
+BLOCK = 1024  # elements per program: a multiple of the 32 lanes of a warp, large enough to amortise a program
+#%%- with
 BLOCK = 1024
-
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+#%%- replace
+    first = tl.program_id(0) * BLOCK
+    idx = first + tl.arange(0, BLOCK)
+    inside = idx < n_elements
+    a = tl.load(x_ptr + idx, mask=inside)
+    b = tl.load(y_ptr + idx, mask=inside)
+    tl.store(out_ptr + idx, a + b, mask=inside)
+#%%- with
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + idx, tl.load(x_ptr + idx) + tl.load(y_ptr + idx))
-
-
-def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """x + y elementwise for two tensors of one shape and dtype (float32 or float16), by add_kernel."""
-    expect("x", x)
-    expect("y", y, like=x)
-    x, y = x.contiguous(), y.contiguous()
-    out = torch.empty_like(x)
-    n = x.numel()
-    add_kernel[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK=BLOCK)
-    return out

@@ -1,17 +1,8 @@
 # The widely copied row offset off_z + off_h * N: passes every Z = 1 test, fails as soon as Z > 1.
-#%% offsets
-def split_program_id(off_hz: int, H: int) -> tuple[int, int]:
-    """(batch, head) of program off_hz in a grid over Z*H heads, heads of one batch adjacent."""
-    return off_hz // H, off_hz % H
-
-
-def base_offset(off_z: int, off_h: int, stride_z: int, stride_h: int) -> int:
-    """Elements from t[0, 0, 0, 0] to t[off_z, off_h, 0, 0] for a tensor with these strides."""
-    return off_z * stride_z + off_h * stride_h
-
-
-def row_offset_2d(off_z: int, off_h: int, H: int, N: int) -> int:
-    """Row of t[off_z, off_h, 0] when a contiguous [Z, H, N, D] tensor is viewed as [Z*H*N, D]."""
+#%% offsets from-solution
+#%%- replace
+    return off_z * H * N + off_h * N
+#%%- with
     return off_z + off_h * N
     ### END SOLUTION
 #%% attention
