@@ -8,6 +8,9 @@ Modules, one job each:
 * :mod:`grader.release`    -- regenerates ``notebooks/`` from ``solutions/`` (and checks for drift);
 * :mod:`grader.collect`    -- unpacks an LMS zip into ``submitted/<student>/<assignment>/``, validating each notebook;
 * :mod:`grader.autograde`  -- grades submissions (one picklable job each, any Executor), resumable, verified;
+* :mod:`grader.repair`     -- checks a submission against the release: stripped metadata, deleted tests;
+* :mod:`grader.records`    -- per-submission record files (resuming a run) and the files no one may change;
+* :mod:`grader.notebook_code` -- runs a solution notebook's code outside Jupyter (for results/);
 * :mod:`grader.execute`    -- nbgrader's Execute step with a trusted-state guard, crash recovery, output cap;
 * :mod:`grader.feedback`   -- feedback HTML without the hidden tests;
 * :mod:`grader.results`    -- grade records, ``grades.json``, the totals CSV and the summary table;

@@ -25,7 +25,6 @@ The flow of one run (:func:`grade_all`):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import queue
@@ -33,7 +32,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
@@ -44,6 +42,9 @@ import nbformat
 from grader.course import REPO_ROOT, SOLUTIONS, solution_notebook
 from grader.execute import TRUSTED_IMPORTS_ENV, is_test, trusted_imports
 from grader.nbgrader_cli import prepare_course_dir, run_nbgrader
+from grader.records import Protected, load_record, record_path, sha256
+from grader.repair import meta as _meta
+from grader.repair import repair_notebook
 from grader.results import GradeRecord
 from utils.grading import NOT_GRADED
 from utils.integrity import REQUIRE_KERNEL_ENV
@@ -106,82 +107,6 @@ class GradingTemplate:
     @property
     def release(self) -> Path:
         return self.root / "notebooks" / self.assignment / f"{self.assignment}.ipynb"
-
-
-# ---------------------------------------------------------------------------------------------------
-# Checking a submitted notebook against the release
-# ---------------------------------------------------------------------------------------------------
-
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def repair_notebook(nb, release) -> tuple[list[str], bool]:
-    """Compare ``nb`` (a submission, changed in place) with the release; return (notes, looks_like_it).
-
-    Cells that lost their nbgrader metadata get it back from the release cell with the same cell id or,
-    for locked cells, the same source. Deleted or edited test cells are reported (nbgrader restores
-    them from the source). ``looks_like_it`` is False when no cell of the release can be found at all.
-    """
-    notes: list[str] = []
-    rel_cells = [c for c in release.cells if _meta(c).get("grade_id")]
-    have = {_meta(c).get("grade_id"): c for c in nb.cells if _meta(c).get("grade_id")}
-    by_id = {c.get("id"): c for c in nb.cells if c.get("id")}
-    by_source: dict[str, list] = {}
-    for c in nb.cells:
-        by_source.setdefault(c.source.strip(), []).append(c)
-    reattached, found = [], 0
-    for rc in rel_cells:
-        gid = _meta(rc)["grade_id"]
-        if gid in have:
-            found += 1
-            continue
-        cand = by_id.get(rc.get("id"))
-        if cand is None or _meta(cand) or cand.cell_type != rc.cell_type:
-            cand = next((c for c in by_source.get(rc.source.strip(), []) if not _meta(c)), None) \
-                if _meta(rc).get("locked") and rc.source.strip() else None
-        if cand is not None and not _meta(cand):
-            cand.metadata["nbgrader"] = dict(_meta(rc))
-            have[gid] = cand
-            reattached.append(gid)
-            found += 1
-    if reattached:
-        notes.append(f"nbgrader metadata was stripped from this notebook: re-attached it from the release "
-                     f"to {len(reattached)} cell(s) ({', '.join(reattached[:8])}{' ...' if len(reattached) > 8 else ''}).")
-    for rc in rel_cells:
-        gid = _meta(rc)["grade_id"]
-        if is_test(rc):
-            if gid not in have:
-                notes.append(f"test cell {gid} was deleted from the notebook; the grader put it back.")
-                have[gid] = _put_back(nb, release, rc)
-            elif have[gid].source.strip() != rc.source.strip():
-                notes.append(f"test cell {gid} was edited; the grader restored it from the release.")
-    return notes, found > 0
-
-
-def _put_back(nb, release, missing):
-    """Insert a copy of the release cell ``missing`` after the nearest earlier release cell still in ``nb``.
-
-    (nbgrader's own ``add_missing_cells`` fails when the cell before a test is a locked cell that is not
-    graded, as the self-check cells of this course are.)
-    """
-    import copy
-
-    def key(c):
-        return _meta(c).get("grade_id") or c.get("id")
-
-    where = {key(c): i for i, c in enumerate(nb.cells) if key(c)}
-    at = len(nb.cells)
-    idx = release.cells.index(missing)
-    for prev in reversed(release.cells[:idx]):
-        if key(prev) in where:
-            at = where[key(prev)] + 1
-            break
-    cell = copy.deepcopy(missing)
-    if cell.get("id") in {c.get("id") for c in nb.cells}:
-        cell["id"] = f"restored-{_meta(missing)['grade_id']}"[:64]
-    nb.cells.insert(at, cell)
-    return cell
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -393,58 +318,6 @@ def calibrate_gpus() -> list[str]:
     return [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("GBPS ")]
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def record_path(out: Path, assignment: str, student: str) -> Path:
-    return out / "records" / assignment / f"{student}.json"
-
-
-def load_record(path: Path, sha: str) -> tuple[list[GradeRecord], list[str]] | None:
-    """The saved records of a submission if they were made from a notebook with this SHA-256."""
-    try:
-        data = json.loads(path.read_text())
-        if data.get("sha256") != sha:
-            return None
-        return [GradeRecord(**r) for r in data["records"]], list(data.get("notes", []))
-    except Exception:
-        return None
-
-
-class _Protected:
-    """Files a submission must not change: the submitted notebooks and the record files."""
-
-    def __init__(self) -> None:
-        self.files: dict[Path, bytes] = {}
-        self.lock = threading.Lock()
-
-    def write(self, path: Path, data: bytes) -> None:
-        with self.lock:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-            self.files[path] = data
-
-    def remember(self, path: Path, data: bytes) -> None:
-        with self.lock:
-            self.files[path] = data
-
-    def verify(self) -> list[str]:
-        """Put back every protected file that changed; return their paths."""
-        changed = []
-        with self.lock:
-            for path, data in self.files.items():
-                try:
-                    same = path.read_bytes() == data
-                except OSError:
-                    same = False
-                if not same:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(data)
-                    changed.append(str(path))
-        return changed
-
-
 def _with_notes(records: list[GradeRecord], notes: list[str]) -> list[GradeRecord]:
     if not notes:
         return records
@@ -476,7 +349,7 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
     """
     subs = list(subs)
     out.mkdir(parents=True, exist_ok=True)
-    protected = _Protected()
+    protected = Protected()
     snapshot: dict[Submission, bytes | None] = {}
     for s in subs:
         try:
@@ -495,7 +368,7 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
                                       f"no notebook found at {s.notebook}") for c in cells]
             continue
         path = record_path(out, s.assignment, s.student)
-        saved = None if force else load_record(path, _sha(data))
+        saved = None if force else load_record(path, sha256(data))
         if saved is not None:
             results[s] = _with_notes(*saved)
             protected.remember(path, path.read_bytes())
@@ -566,7 +439,7 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
                         res.notes.append("a notebook graded at the same time as this one changed files outside its "
                                          f"workspace ({', '.join(changed[:3])}); the grader put them back")
                     _save_outputs(out, s, res, protected)
-                    record = {"sha256": _sha(snapshot[s]), "records": [asdict(r) for r in res.records],
+                    record = {"sha256": sha256(snapshot[s]), "records": [asdict(r) for r in res.records],
                               "notes": res.notes, "seconds": res.seconds}
                     protected.write(record_path(out, s.assignment, s.student),
                                     (json.dumps(record, indent=1) + "\n").encode())
@@ -587,7 +460,7 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
     return [r for s in subs for r in results[s]]
 
 
-def _save_outputs(out: Path, s: Submission, res: JobResult, protected: _Protected) -> None:
+def _save_outputs(out: Path, s: Submission, res: JobResult, protected: Protected) -> None:
     """What an instructor looks at afterwards: the autograded notebook, the log, the feedback."""
     work = out / "work" / s.assignment / s.student
     protected.write(work / "autograde.log", res.log.encode())

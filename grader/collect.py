@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
-from grader.autograde import repair_notebook
+from grader.repair import repair_notebook
 from grader.course import student_notebook
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]")

@@ -14,7 +14,7 @@ import utils  # noqa: F401  (interpreter on)
 import triton
 import triton.language as tl
 
-from grader.autograde import repair_notebook
+from grader.repair import repair_notebook
 from grader.collect import collect, student_of
 from grader.course import EXAMPLE_SUBMISSIONS, student_notebook
 from grader.examples import apply_answers, parse_answers
