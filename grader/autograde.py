@@ -51,6 +51,9 @@ from utils.integrity import REQUIRE_KERNEL_ENV
 
 #: Wall-clock limit for one submission (all its cells together), seconds.
 SUBMISSION_TIMEOUT_S = 30 * 60
+#: A kernel that dies before it runs any cell is the machine's fault, not the submission's: try again.
+KERNEL_START_FAILURES = ("Kernel died before replying to kernel_info", "Kernel didn't respond in")
+KERNEL_START_RETRIES = 2
 
 
 @dataclass(frozen=True)
@@ -197,8 +200,12 @@ def _run_job(job: GradingJob) -> JobResult:
     env[TRUSTED_IMPORTS_ENV] = str(ws / "trusted_imports.py")
     env[REQUIRE_KERNEL_ENV] = "1"
     extra = [f"--Execute.timeout={int(job.cell_timeout_s)}"] if job.cell_timeout_s else []
-    result = run_nbgrader(ws, "autograde", job.assignment, f"--student={job.student}", "--force", *extra,
-                          timeout_s=job.timeout_s, env=env)
+    for attempt in range(1 + KERNEL_START_RETRIES):
+        result = run_nbgrader(ws, "autograde", job.assignment, f"--student={job.student}", "--force", *extra,
+                              timeout_s=job.timeout_s, env=env)
+        if result.returncode == 0 or not any(m in result.log for m in KERNEL_START_FAILURES):
+            break
+        notes.append(f"the Jupyter kernel failed to start (attempt {attempt + 1}); graded again")
     graded_nb = ws / "autograded" / job.student / job.assignment / f"{job.assignment}.ipynb"
     if result.returncode is None:
         return JobResult(_all(job, "timeout", f"the submission ran past its {job.timeout_s:.0f} s limit").records,

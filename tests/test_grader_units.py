@@ -204,3 +204,29 @@ def test_collect_from_a_folder(tmp_path):
     report = collect(src, A, tmp_path / "submitted")
     assert [c.student for c in report if c.accepted] == ["dana"]
     assert (tmp_path / "submitted" / "dana" / A / f"{A}.ipynb").exists()
+
+
+def test_a_kernel_that_fails_to_start_is_retried_not_blamed_on_the_student(tmp_path, monkeypatch):
+    """A Jupyter kernel that dies before running any cell (seen once under load on CI) is the machine's
+    fault: the submission is graded again instead of scoring 0. The failure is simulated for the first
+    attempt only; the second attempt is real nbgrader autograde."""
+    import grader.autograde as ag
+    from grader.nbgrader_cli import CommandResult
+
+    real = ag.run_nbgrader
+    calls = []
+
+    def flaky(root, *args, **kw):
+        calls.append(args[0])
+        if args[0] == "autograde" and calls.count("autograde") == 1:
+            return CommandResult(1, "RuntimeError: Kernel died before replying to kernel_info")
+        return real(root, *args, **kw)
+
+    monkeypatch.setattr(ag, "run_nbgrader", flaky)
+    dest = tmp_path / "submitted" / "ada" / A / f"{A}.ipynb"
+    dest.parent.mkdir(parents=True)
+    nbformat.write(apply_answers(A, parse_answers((EXAMPLE_SUBMISSIONS / A / "ada_correct.py").read_text())), dest)
+    records = ag.grade_all(ag.find_submissions(tmp_path / "submitted", A), tmp_path / "out", workers=1)
+    assert calls.count("autograde") == 2
+    assert sum(r.points for r in records) == 5 and all(r.status in ("passed", "not_graded") for r in records)
+    assert all("failed to start" in r.message for r in records)
