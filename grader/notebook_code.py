@@ -43,9 +43,22 @@ def load_namespace(notebook: Path, through_last_solution: bool = True) -> dict[s
     sys.modules[module.__name__] = module
     ns: dict[str, object] = module.__dict__
     for i, c in enumerate(cells):
-        source = _strip_magics(c.source) + "\n"
-        filename = f"<{notebook.stem} cell {i}>"
-        # @triton.jit reads a kernel's source with inspect, which finds it through linecache
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        exec(compile(source, filename, "exec"), ns)
+        exec_cell(c.source, f"<{notebook.stem} cell {i}>", ns)
     return ns
+
+
+def exec_cell(source: str, filename: str, ns: dict[str, object]) -> None:
+    """Execute one cell's code in ``ns`` so that ``@triton.jit`` can read the source of its kernels."""
+    source = _strip_magics(source) + "\n"
+    # @triton.jit reads a kernel's source with inspect, which finds it through linecache
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), ns)
+
+
+def exec_cells_starting_with(notebook: Path, ns: dict[str, object], starts: tuple[str, ...]) -> None:
+    """Execute, in ``ns``, the code cells whose source starts with one of ``starts`` (for helpers that a
+    chapter defines after its exercises, such as a baseline kernel a measurement compares against)."""
+    nb = nbformat.read(notebook, as_version=4)
+    for i, c in enumerate(nb.cells):
+        if c.cell_type == "code" and not _is_test(c) and c.source.lstrip().startswith(starts):
+            exec_cell(c.source, f"<{notebook.stem} cell {i}>", ns)

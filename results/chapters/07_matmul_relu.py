@@ -6,13 +6,12 @@ The straightforward kernel and the TF32 demo are defined in the notebook after i
 so their definition cells are executed here from the solution notebook (never copied).
 """
 
-import linecache
 import statistics
 
-import nbformat
 import torch
 
 from grader.course import solution_notebook
+from grader.notebook_code import exec_cells_starting_with
 from utils.bench import time_ms
 from utils.matmul import matmul_flops, tflops
 
@@ -20,19 +19,9 @@ SIZES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (3001, 2999
 TARGETS = {(4096, 4096, 4096): 0.90, (1024, 1024, 1024): 0.80}
 
 
-def _define_from_notebook(ns, starts):
-    """Execute the notebook's code cells whose source starts with one of ``starts`` in ``ns``."""
-    nb = nbformat.read(solution_notebook("07_matmul_relu"), as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.lstrip().startswith(starts):
-            name = f"<07_matmul_relu.ipynb:{cell.get('id', '?')}>"
-            # Triton reads a kernel's source through linecache: register the cell's text under its name.
-            linecache.cache[name] = (len(cell.source), None, cell.source.splitlines(True), name)
-            exec(compile(cell.source, name, "exec"), ns)
-
-
 def measure(ns):
-    _define_from_notebook(ns, ("def straightforward", "@triton.jit\ndef fp32_dot_kernel"))
+    exec_cells_starting_with(solution_notebook("07_matmul_relu"), ns,
+                             ("def straightforward", "@triton.jit\ndef fp32_dot_kernel"))
     ours, straightforward = ns["matmul_relu"], ns["straightforward"]
     kernel = ns["matmul_relu_kernel"]
     relu_mm = lambda a, b: torch.relu(a @ b)  # noqa: E731

@@ -1,40 +1,6 @@
 # Squares and sums in the input's precision: float16 rows with |x| > 256 (or large sums) overflow to inf and come out as zeros.
-#%% rmsnorm
-#: Warps an SM can hold at once, by compute capability (major, minor): the occupancy ceiling.
-MAX_WARPS_PER_SM = {(7, 5): 32, (8, 6): 48, (8, 7): 48, (8, 9): 48}
-
-
-@triton.jit
-def rmsnorm_kernel(x_ptr, w_ptr, out_ptr, M, N, stride_x, stride_out, eps,
-                   BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_N)
-    ok = cols < N
-    x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0)
-    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
-    tl.store(out_ptr + row * stride_out + cols, (x * rstd * w).to(out_ptr.dtype.element_ty), mask=ok)
-
-
-def launch_config(m: int, n: int, element_size: int) -> tuple[int, int, int, int]:
-    """(BLOCK_N, ROWS, num_warps, programs) for an [m, n] input."""
-    raise NotImplementedError()
-
-
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """RMSNorm over the last dimension of x (float32 or float16, any rank), scaled by weight of shape [N]."""
-    expect("x", x)
-    expect("weight", weight, ndim=1)
-    if x.dim() == 0 or weight.shape[0] != x.shape[-1]:
-        raise BadInputError(f"weight has shape {tuple(weight.shape)}; it must be [N] for x of shape "
-                            f"{tuple(x.shape)} (N, the last dimension, is normalised)")
-    N = x.shape[-1]
-    x2 = x.reshape(-1, N)               # [M, N]; a view when possible, so rows may be stride(0) apart
-    if x2.stride(-1) != 1:
-        x2 = x2.contiguous()
-    weight = weight.contiguous()
-    M = x2.shape[0]
-    out = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    rmsnorm_kernel[(M,)](x2, weight, out, M, N, x2.stride(0), out.stride(0), eps,
-                         BLOCK_N=triton.next_power_of_2(N), ROWS=1)
-    return out.reshape(x.shape)
+#%% rmsnorm from-solution
+#%%- replace
+    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+#%%- with
+    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=ok, other=0.0)
