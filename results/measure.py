@@ -26,7 +26,7 @@ import torch  # noqa: E402
 import utils  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
-from utils.bench import copy_bandwidth  # noqa: E402
+from utils.bench import METHOD, copy_bandwidth  # noqa: E402
 
 
 def measure_chapter(chapter: str) -> dict[str, object]:
@@ -44,8 +44,7 @@ def measure_chapter(chapter: str) -> dict[str, object]:
         "torch": torch.__version__,
         "triton": __import__("triton").__version__,
         "copy_gbps": round(copy_bandwidth(), 1),
-        "method": "triton.testing.do_bench median (CUDA events, L2 flushed between runs); GB/s from the "
-                  "bytes that must move: each input read once, each output written once",
+        "method": METHOD,
     }
     record.update(module.measure(ns))
     return record

@@ -42,6 +42,7 @@ def render() -> str:
         if "runs" in r:
             parts.append(f"## {path.stem}\n")
             parts.append(f"{r.get('what', '')}\n")
+            parts += [f"- {line}" for line in r.get("summary", [])]
             for name, run in r["runs"].items():
                 if not run.get("measured", True):
                     parts.append(f"- {name}: not measured. {run.get('note', '')}")

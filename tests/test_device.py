@@ -11,7 +11,7 @@ import torch
 
 import utils
 from tests.conftest import ROOT
-from utils.bench import bandwidth_sweep, copy_bandwidth, gbps, time_ms
+from utils.bench import bandwidth_sweep, copy_bandwidth, gbps, steady_ms, steady_rounds, tensor_bytes, time_ms
 from utils.gpus import spec_for
 from utils.grading import NOT_GRADED, bandwidth_points, quiet_stderr
 
@@ -52,6 +52,10 @@ def test_datasheet_lookup(name, model):
 def test_timing_without_a_gpu_says_so():
     with pytest.raises(utils.NoGPUError, match="needs a CUDA GPU"):
         time_ms(lambda: None)
+    with pytest.raises(utils.NoGPUError, match="needs a CUDA GPU"):
+        steady_ms(torch.clone, lambda: (torch.randn(8),))
+    with pytest.raises(utils.NoGPUError, match="needs a CUDA GPU"):
+        steady_rounds({"a": torch.clone, "b": torch.clone}, lambda: (torch.randn(8),))
     copy_bandwidth.cache_clear()
     with pytest.raises(utils.NoGPUError):
         copy_bandwidth()
@@ -62,6 +66,14 @@ def test_copy_bandwidth_can_be_fixed_by_the_grader(monkeypatch):
     monkeypatch.setenv("COURSE_COPY_GBPS", "1234.5")
     assert copy_bandwidth() == 1234.5
     copy_bandwidth.cache_clear()
+
+
+def test_tensor_bytes_counts_every_tensor_in_an_input_set():
+    # steady_rounds sizes its rotating input sets from this: a set it undercounts would fit in the L2
+    x, w = torch.empty(4, 6, dtype=torch.float16), torch.empty(6)
+    assert tensor_bytes((x, w, 1e-6, "name")) == 4 * 6 * 2 + 6 * 4
+    assert tensor_bytes([x, [w]]) == 4 * 6 * 2 + 6 * 4
+    assert tensor_bytes(None) == 0
 
 
 def test_gbps_arithmetic():

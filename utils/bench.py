@@ -1,12 +1,24 @@
 """Timing kernels the way the course reports them.
 
-* :func:`time_ms` -- median of repeated runs, timed with CUDA events by ``triton.testing.do_bench``,
-  which also flushes the L2 cache before every run (so we measure HBM, not cache).
+* :func:`steady_ms` -- milliseconds per call of a kernel running back to back, as it would inside a
+  model: many calls queued while the GPU is held busy (so the host never sets the pace), on rotating
+  input sets that together are several times the L2 (so every call reads from HBM), each call charged
+  for writing back its own output. Every GB/s and TFLOP/s the course reports comes from it.
+* :func:`steady_rounds` -- the same for several implementations on the same inputs, timed in turn.
+* :func:`time_ms` -- one call at a time: the median of ``triton.testing.do_bench`` (CUDA events, the L2
+  emptied before every call). Chapter 02 teaches it; it suits kernels long enough that a few
+  microseconds around each call do not matter.
 * :func:`gbps` -- bandwidth from the bytes that *must* move: each input read once, each output
   written once. Extra traffic a kernel causes shows up as a lower GB/s, which is the point.
-* :func:`copy_bandwidth` -- the ceiling: a device-to-device copy measured in this process. Targets are
-  fractions of it, so they mean the same on a T4 and on an H200.
+* :func:`copy_bandwidth` -- the ceiling: a device-to-device copy measured in this process the same way.
+  Targets are fractions of it, so they mean the same on a T4 and on an H200.
 * :func:`bandwidth_sweep` -- GB/s against problem size for several implementations, for the plots.
+
+Why not do_bench for bandwidth: it empties the L2 by *writing* a buffer, which leaves the L2 full of
+dirty lines that the timed kernel then writes back for it, and emptying it by *reading* instead leaves
+part of the kernel's own output unwritten in the L2 when the timing stops. On an H200, for 64 MB of
+traffic, the first reads 9% under the steady state and the second 4% over
+(``results/timing_method.json``, from ``results/sweeps/timing_method.py``).
 
 Under Triton's interpreter nothing here measures the GPU; :func:`bandwidth_sweep` then times one run
 with the host clock, so the plot still draws, and says that its numbers are not performance.
@@ -14,6 +26,8 @@ with the host clock, so the plot still draws, and says that its numbers are not 
 
 from __future__ import annotations
 
+import collections
+import math
 import os
 import statistics
 import time
@@ -60,6 +74,115 @@ def time_ms(fn: Callable[[], object], *, warmup_ms: int = 25, rep_ms: int = 100)
     return ms
 
 
+#: How the course measures throughput, as recorded in every results file.
+METHOD = ("utils.bench.steady_ms: back-to-back calls queued behind a GPU sleep, on rotating input sets of "
+          "4x the L2, each charged for its write-backs (a read flush closes the timed region, a clean "
+          "flush timed alone is subtracted); median of rounds. Bytes that must move: each input read "
+          "once, each output written once")
+#: The rotating input sets add up to this many L2 sizes, so no call finds its inputs in the L2.
+ROTATE_L2S = 4
+#: GPU time one timed round aims for, and the bounds on its number of calls.
+ROUND_MS = 2.0
+MIN_CALLS, MAX_CALLS = 8, 256
+#: Bytes read to empty the L2: several times the largest L2 (60 MB on an H200).
+FLUSH_BYTES = 256 * 2**20
+
+
+def tensor_bytes(obj: object) -> int:
+    """Bytes held by the tensors in ``obj`` (a tensor, or a tuple/list of them and other values)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (tuple, list)):
+        return sum(tensor_bytes(o) for o in obj)
+    return 0
+
+
+def sleep_cycles_per_ms() -> float:
+    """Clock cycles ``torch.cuda._sleep`` spins per millisecond on this GPU, measured with events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(1_000_000)
+    end.record()
+    torch.cuda.synchronize()
+    return 1_000_000 / max(start.elapsed_time(end), 1e-3)
+
+
+def steady_rounds(fns: dict[str, Callable[..., object]], make_inputs: Callable[[], Sequence[object]], *,
+                  rounds: int = 7) -> dict[str, list[float]]:
+    """Milliseconds per call of each function, in back-to-back calls: ``{name: [ms of each round]}``.
+
+    Every function runs on the same rotating input sets (from ``make_inputs()``, fresh random data, as
+    many sets as make up :data:`ROTATE_L2S` L2 sizes), and the functions are timed in turn, round after
+    round, so that clocks and temperature treat them alike. In a round, the GPU first sleeps while the
+    host queues all the calls (its launch overhead stays out, as it does inside a model), the calls run
+    back to back, and a read of a buffer larger than the L2 writes back whatever output they left in it.
+    A round's time is the span from the first call to the end of that flush, less a flush timed alone
+    on a clean L2, divided by the calls. Outputs are kept for as many calls as there are input sets, so
+    they rotate through fresh memory too. The first call of each function (compilation, autotuning)
+    happens before any timing.
+    """
+    require_gpu("Timing a kernel")
+    _spin_up()
+    first = tuple(make_inputs())
+    out_bytes = max(tensor_bytes(fn(*first)) for fn in fns.values())     # compile / autotune, untimed
+    per_set = tensor_bytes(first) + out_bytes
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    n_sets = min(64, max(2, math.ceil(ROTATE_L2S * l2 / max(per_set, 1))))
+    sets = [first] + [tuple(make_inputs()) for _ in range(n_sets - 1)]
+    flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
+    cycles_per_ms = sleep_cycles_per_ms()
+    plans = {}
+    for name, fn in fns.items():        # warm up on every set; estimate GPU and host time per call
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        host = time.perf_counter()
+        start.record()
+        kept = [fn(*inputs) for inputs in sets]
+        end.record()
+        host_ms = (time.perf_counter() - host) * 1e3 / n_sets
+        torch.cuda.synchronize()
+        del kept
+        gpu_ms = max(start.elapsed_time(end) / n_sets, 1e-3)
+        calls = min(MAX_CALLS, max(MIN_CALLS, n_sets, math.ceil(ROUND_MS / gpu_ms)))
+        plans[name] = [calls, host_ms * calls * 1.5 + 1.0]      # calls, sleep in ms
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _attempt in range(4):   # a round in which the host fell behind the GPU is redone
+                calls, sleep_ms = plans[name]
+                kept = collections.deque(maxlen=n_sets)
+                flush.sum()
+                torch.cuda.synchronize()
+                marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+                marks[0].record()
+                flush.sum()                             # a flush on a clean L2, timed alone
+                marks[1].record()
+                torch.cuda._sleep(int(sleep_ms * cycles_per_ms))
+                marks[2].record()
+                host = time.perf_counter()
+                for i in range(calls):
+                    kept.append(fn(*sets[i % n_sets]))
+                host_ms = (time.perf_counter() - host) * 1e3
+                flush.sum()                             # writes back what the calls left dirty
+                marks[3].record()
+                torch.cuda.synchronize()
+                del kept
+                if host_ms < 0.9 * marks[1].elapsed_time(marks[2]):
+                    break
+                plans[name][1] = 2 * max(sleep_ms, host_ms)
+            times[name].append(max((marks[2].elapsed_time(marks[3]) - marks[0].elapsed_time(marks[1])) / calls,
+                                   1e-6))
+    del sets, flush
+    _LAST_TIMED[0] = time.perf_counter()
+    return times
+
+
+def steady_ms(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], *,
+              rounds: int = 7) -> float:
+    """Median milliseconds per call of ``fn(*inputs)`` running back to back (see :func:`steady_rounds`)."""
+    return statistics.median(steady_rounds({"fn": fn}, make_inputs, rounds=rounds)["fn"])
+
+
 def gbps(nbytes: int | float, ms: float) -> float:
     """Gigabytes (1e9 bytes) per second for ``nbytes`` moved in ``ms`` milliseconds."""
     return nbytes / (ms * 1e-3) / 1e9
@@ -75,24 +198,15 @@ def copy_bandwidth() -> float:
         return float(os.environ[COPY_GBPS_ENV])
     require_gpu("Measuring copy bandwidth")
     free, _ = torch.cuda.mem_get_info()
-    n = 2**28 if free > 8 * 2**30 else 2**26   # 1 GiB or 256 MiB of fp32: far larger than any L2
-    src = torch.randn(n, device="cuda")
-    dst = torch.empty_like(src)
-    ms = time_ms(lambda: dst.copy_(src), rep_ms=200)
-    del src, dst
+    n = 2**28 if free > 16 * 2**30 else 2**26   # 1 GiB or 256 MiB of fp32 a tensor: far larger than any L2
+    ms = steady_ms(torch.clone, lambda: (torch.randn(n, device="cuda"),), rounds=5)
     torch.cuda.empty_cache()
     return gbps(2 * n * 4, ms)
 
 
-def measure_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
-                 *, input_sets: int = 3) -> float:
-    """GB/s of ``fn(*inputs)``: the median over ``input_sets`` fresh input sets of each set's median time."""
-    times = []
-    for _ in range(input_sets):
-        inputs = make_inputs()
-        times.append(time_ms(lambda: fn(*inputs)))
-        del inputs
-    return gbps(nbytes, statistics.median(times))
+def measure_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int) -> float:
+    """GB/s of ``fn(*inputs)`` running back to back on fresh inputs from ``make_inputs`` (:func:`steady_ms`)."""
+    return gbps(nbytes, steady_ms(fn, make_inputs))
 
 
 @dataclass
@@ -123,32 +237,45 @@ _SCALE = {"GB/s": 1e9, "TFLOP/s": 1e12}
 
 def throughput_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],
                      work: Callable[[int], float], sizes: Sequence[int], xlabel: str = "size",
-                     unit: str = "GB/s") -> Sweep:
+                     unit: str = "GB/s", per_call: bool = False) -> Sweep:
     """Time every implementation at every size and divide ``work(size)`` (bytes for GB/s, FLOPs for
-    TFLOP/s) by the median time. Each implementation is called once before it is timed, so compilation
-    and autotuning stay out of the numbers; under the interpreter one call is timed by the host clock."""
+    TFLOP/s) by its time per call: on a GPU, :func:`steady_rounds` of all implementations on the same
+    fresh inputs of each size (compilation and autotuning stay out of the numbers), or with
+    ``per_call`` :func:`time_ms` of one call at a time (do_bench: launch overhead shows wherever the
+    host is slower than the GPU); under the interpreter one call timed by the host clock."""
     interpreted = current().interpreted
     sweep = Sweep(list(sizes), xlabel, {name: [] for name in impls}, interpreted,
                   None if interpreted or unit != "GB/s" else copy_bandwidth(), unit)
     for size in sizes:
-        inputs = make_inputs(size)
-        for name, fn in impls.items():
-            if interpreted:
+        if interpreted:
+            inputs = make_inputs(size)
+            times = {}
+            for name, fn in impls.items():
                 start = time.perf_counter()
                 fn(*inputs)
-                ms = (time.perf_counter() - start) * 1e3
-            else:
+                times[name] = (time.perf_counter() - start) * 1e3
+            del inputs
+        elif per_call:
+            inputs = make_inputs(size)
+            times = {}
+            for name, fn in impls.items():
                 fn(*inputs)
-                ms = time_ms(lambda: fn(*inputs))
-            sweep.series[name].append(work(size) / (ms * 1e-3) / _SCALE[unit])
-        del inputs
+                times[name] = time_ms(lambda: fn(*inputs))
+            del inputs
+        else:
+            times = {name: statistics.median(t) for name, t in
+                     steady_rounds(impls, lambda: make_inputs(size), rounds=5).items()}
+        for name in impls:
+            sweep.series[name].append(work(size) / (times[name] * 1e-3) / _SCALE[unit])
     return sweep
 
 
 def bandwidth_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],
-                    nbytes: Callable[[int], int], sizes: Sequence[int], xlabel: str = "size") -> Sweep:
-    """GB/s of every implementation at every size, from the bytes that must move (``nbytes(size)``)."""
-    return throughput_sweep(impls, make_inputs, nbytes, sizes, xlabel, "GB/s")
+                    nbytes: Callable[[int], int], sizes: Sequence[int], xlabel: str = "size", *,
+                    per_call: bool = False) -> Sweep:
+    """GB/s of every implementation at every size, from the bytes that must move (``nbytes(size)``);
+    ``per_call`` times one call at a time with do_bench instead of back to back (chapter 02)."""
+    return throughput_sweep(impls, make_inputs, nbytes, sizes, xlabel, "GB/s", per_call)
 
 
 def flops_sweep(impls: dict[str, Callable[..., object]], make_inputs: Callable[[int], Sequence[object]],

@@ -16,10 +16,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
-from utils.bench import Sweep, flops_sweep, time_ms  # noqa: F401 -- re-exported for chapter 07
+from utils.bench import Sweep, flops_sweep, steady_rounds, time_ms  # noqa: F401 -- re-exported for chapter 07
 from utils.checks import CheckFailed, explain_exception
 from utils.device import current
-from utils.grading import NOT_GRADED, quiet_stderr
+from utils.grading import NOT_GRADED, quiet_stderr, require_launch_per_call
 from utils.plots import plot_sweep
 
 
@@ -46,19 +46,11 @@ def dot_uses_tensor_cores() -> bool:
 
 
 def relative_tflops(fn: Callable[..., object], baseline: Callable[..., object],
-                    make_inputs: Callable[[], Sequence[object]], flops: int, *,
-                    input_sets: int = 3) -> tuple[float, float]:
-    """(TFLOP/s of ``fn``, TFLOP/s of ``baseline``), each the median over fresh input sets, both timed
-    on the same inputs one after the other so that clocks and temperature treat them alike."""
-    ours, theirs = [], []
-    for _ in range(input_sets):
-        inputs = make_inputs()
-        fn(*inputs)
-        baseline(*inputs)
-        ours.append(time_ms(lambda: fn(*inputs)))
-        theirs.append(time_ms(lambda: baseline(*inputs)))
-        del inputs
-    return tflops(flops, statistics.median(ours)), tflops(flops, statistics.median(theirs))
+                    make_inputs: Callable[[], Sequence[object]], flops: int) -> tuple[float, float]:
+    """(TFLOP/s of ``fn``, TFLOP/s of ``baseline``): both timed back to back on the same fresh inputs,
+    in turn, round after round, so that clocks and temperature treat them alike (:func:`steady_rounds`)."""
+    times = steady_rounds({"fn": fn, "baseline": baseline}, make_inputs)
+    return tflops(flops, statistics.median(times["fn"])), tflops(flops, statistics.median(times["baseline"]))
 
 
 def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
@@ -82,11 +74,15 @@ def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
               f"while {baseline_name} uses tensor cores, so {what} is not compared with it here. 0 of "
               f"{points:g} points are awarded on this GPU; the instructor grades it on an sm_80 or newer GPU.")
         return 0.0
+    from utils.integrity import LaunchesPerCall
+
     with quiet_stderr():
         try:
-            ours, theirs = relative_tflops(fn, baseline, make_inputs, flops)
+            with LaunchesPerCall(fn) as timed:
+                ours, theirs = relative_tflops(timed, baseline, make_inputs, flops)
         except Exception as exc:
             raise CheckFailed(explain_exception(exc, what)) from None
+        require_launch_per_call(timed, what)
     verdict = (f"{what}: {ours:,.1f} TFLOP/s = {ours / theirs:.0%} of {baseline_name} ({theirs:,.1f} TFLOP/s); "
                f"target {fraction:.0%}")
     if ours < fraction * theirs:
