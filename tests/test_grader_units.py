@@ -49,6 +49,34 @@ def test_kernel_launches_are_counted():
     assert launches.count == 0
 
 
+def test_a_timed_function_that_skips_its_launch_is_caught(monkeypatch):
+    """The performance checks time a function many times on a few input sets; one that caches its result
+    and launches nothing on repeated calls must not be graded on the speed of its cache."""
+    from utils.grading import require_launch_per_call
+
+    cache = {}
+
+    def memoised(t):
+        if t.data_ptr() not in cache:
+            cache[t.data_ptr()] = _triton_copy(t)
+        return cache[t.data_ptr()]
+
+    sets = [torch.randn(64), torch.randn(64)]
+    monkeypatch.setenv(integrity.REQUIRE_KERNEL_ENV, "1")
+    with integrity.LaunchesPerCall(memoised) as timed:
+        for i in range(6):
+            timed(sets[i % 2])
+    assert (timed.calls, timed.launches) == (6, 2)
+    with pytest.raises(CheckFailed, match="in only 2 of 6 calls"):
+        require_launch_per_call(timed, "copy")
+    with integrity.LaunchesPerCall(_triton_copy) as honest:
+        for i in range(6):
+            honest(sets[i % 2])
+    require_launch_per_call(honest, "copy")   # a launch in every call: nothing to report
+    monkeypatch.setenv(integrity.REQUIRE_KERNEL_ENV, "0")
+    require_launch_per_call(timed, "copy")    # outside the grader kernels are not required
+
+
 def test_check_requires_a_kernel_only_when_asked(monkeypatch):
     x = torch.randn(50)
     check(lambda t: t.clone(), [x], lambda t: t, atol=0, rtol=0)  # default outside the grader: no requirement

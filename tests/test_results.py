@@ -50,3 +50,100 @@ def test_vector_add_solution_earned_full_points_when_graded_on_the_h200():
     broken = [r for r in rows["grades"] if r["student"] in ("cleo_no_mask", "dev_floor_grid")
               and r["grade_id"] == "test_add_bandwidth"]
     assert broken and all(r["points"] == 0 for r in broken), "bandwidth points need a correct kernel"
+    memo = [r for r in rows["grades"] if r["student"] == "quin_memoised"]
+    speed = [r for r in memo if r["grade_id"] == "test_add_bandwidth"]
+    assert speed and speed[0]["points"] == 0 and "launched a Triton kernel in only" in speed[0]["message"]
+    assert all(r["points"] == r["max_points"] for r in memo if r["grade_id"] != "test_add_bandwidth"), \
+        "a cached result is still a correct result: only the speed check may withhold points"
+
+
+def _result(name: str) -> dict:
+    return json.loads((ROOT / "results" / f"{name}.json").read_text())
+
+
+def _launch_table(chapter: str) -> dict:
+    """The LAUNCH_TABLE literal of a chapter's solution notebook (read, not executed)."""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(ROOT / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
+    for cell in nb.cells:
+        for node in ast.walk(ast.parse(cell.source)) if cell.cell_type == "code" else ():
+            if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "LAUNCH_TABLE":
+                return ast.literal_eval(node.value)
+    raise AssertionError(f"{chapter} has no LAUNCH_TABLE")
+
+
+@pytest.mark.parametrize("chapter", ["05_softmax", "06_rmsnorm"])
+def test_launch_tables_hold_the_shapes_the_sweep_measured_fastest(chapter):
+    """Each width's (rows, warps, cache hints) is the sweep's fastest shape or within 3% of it (the spread
+    of a first-round timing); a table edited by hand, or left behind by a new sweep, fails here."""
+    sweep = _result(f"{chapter}_launch_sweep")
+    table = _launch_table(chapter)
+    assert set(map(str, table)) == set(sweep["widths"]), "the table and the sweep cover different widths"
+    for block, (rows, warps, stream) in table.items():
+        first = sweep["widths"][str(block)]["round1_gbps"]
+        name = f"{'cache hints' if stream else 'tile'} rows{rows}/w{warps}"
+        assert name in first, f"N={block}: {name} was not measured"
+        assert first[name] >= 0.97 * max(first.values()), (
+            f"N={block}: {name} measured {first[name]} GB/s, best {max(first, key=first.get)} {max(first.values())}")
+
+
+def test_softmax_reference_meets_its_claims_on_the_h200():
+    r = _result("05_softmax")
+    assert "H200" in r["device"] and "steady_ms" in r["method"]
+    for row in r["sizes"]:
+        assert row["reference_gbps"] > max(row["torch_softmax_gbps"], row["one_row_gbps"]), row["n"]
+        if row["n"] >= 4096:
+            assert row["reference_gbps"] >= 0.9 * r["copy_gbps"], row["n"]
+    check = r["bandwidth_check"]
+    assert check["one_row"]["passes"] and not check["twice_the_bytes"]["passes"]
+
+
+def test_rmsnorm_reference_beats_its_baselines_and_the_target_separates_them():
+    r = _result("06_rmsnorm")
+    assert "H200" in r["device"] and "steady_ms" in r["method"]
+    for row in r["sizes"]:
+        assert row["reference_gbps"] > max(row["F.rms_norm_gbps"], row["one_row_per_program_gbps"]), row["n"]
+    at_4096 = next(row for row in r["sizes"] if row["n"] == 4096)
+    assert at_4096["reference_fraction_of_same_size_copy"] >= 0.9
+    check = r["bandwidth_check"]
+    assert check["one_row_per_program"]["passes"] and not check["twice_the_bytes"]["passes"]
+
+
+def test_matmul_relu_reaches_its_share_of_torch():
+    r = _result("07_matmul_relu")
+    ratios = {row["m"]: row["ratio_autotuned_to_torch"] for row in r["sizes"] if row["m"] == row["n"] == row["k"]}
+    assert ratios[4096] >= 0.9 and ratios[1024] >= 0.8, ratios
+
+
+def test_fused_rmsnorm_residual_silu_reaches_copy_and_beats_torch_compile():
+    check = _result("08_fusion")["bandwidth_check"]
+    assert check["fraction_of_copy"] >= 0.9 and check["achieved_gbps"] >= check["compile_gbps"]
+
+
+def test_timing_method_evidence_backs_the_method_in_use():
+    """utils.bench says a write flush under-reports and a read flush over-reports tens of MB: the file shows it."""
+    r = _result("timing_method")
+    for size in ("32 MB", "64 MB"):
+        g = r["copy"][size]["gbps"]
+        assert g["write_flush"] < g["steady"] < g["read_flush"], size
+        assert r["copy"][size]["steady_host_stayed_ahead"]
+    g = r["copy"]["1024 MB"]["gbps"]
+    assert max(g.values()) / min(g.values()) < 1.02, "at 1 GiB every method should agree"
+
+
+def test_grading_was_timed_on_one_and_on_two_gpus():
+    runs = _result("grading_time")["runs"]
+    two = [run for run in runs.values() if run.get("gpus") == 2]
+    assert two, "no 2-GPU run recorded"
+    course = two[0]["parts"]["whole course, one student"]
+    assert course["workers"] == 2 and len(course["points"]) == 9 and course["statuses"] == ["passed"]
+    one_gpu_chapters = set()
+    for run in runs.values():
+        if run.get("gpus") == 1:
+            one_gpu_chapters |= set(run.get("chapters", {}))
+            one_gpu_chapters |= {key.split("/")[1] for part in run.get("parts", {}).values() for key in part["points"]}
+    from grader.course import assignments
+    assert set(assignments()) <= one_gpu_chapters, set(assignments()) - one_gpu_chapters

@@ -14,10 +14,14 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from utils.bench import copy_bandwidth, measure_gbps
 from utils.checks import CheckFailed, explain_exception
 from utils.device import current
+
+if TYPE_CHECKING:
+    from utils.integrity import LaunchesPerCall
 
 #: The grader looks for this at the start of a test cell's output to report ``not_graded``.
 NOT_GRADED = "NOT GRADED"
@@ -43,6 +47,29 @@ def quiet_stderr() -> Iterator[None]:
         if saved_fd is not None:
             os.dup2(saved_fd, 2)
             os.close(saved_fd)
+
+
+def require_launch_per_call(timed: "LaunchesPerCall", what: str) -> None:
+    """Raise :class:`CheckFailed` if a timed function returned results without launching a kernel (when
+    the grader requires kernels): a cached result has no bandwidth to grade."""
+    from utils.integrity import require_kernel_default
+
+    if require_kernel_default() and timed.launches < timed.calls:
+        raise CheckFailed(f"{what}: while it was being timed, the function launched a Triton kernel in only "
+                          f"{timed.launches} of {timed.calls} calls. A result returned without a launch (a "
+                          "cached one, say) has no bandwidth to grade: compute it with your kernel every time.")
+
+
+def timed_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
+               what: str) -> float:
+    """:func:`utils.bench.measure_gbps` of ``fn``, checking that every timed call launched a kernel."""
+    from utils.integrity import LaunchesPerCall, restore_after_student_code
+
+    with LaunchesPerCall(fn) as timed:
+        achieved = measure_gbps(timed, make_inputs, nbytes)
+    restore_after_student_code()
+    require_launch_per_call(timed, what)
+    return achieved
 
 
 def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
@@ -78,13 +105,11 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
             if require_kernel_default() and launches.count == 0:
                 raise CheckFailed(f"{what}: the function launched no Triton kernel, so there is no kernel "
                                   "bandwidth to grade (results computed by PyTorch earn no points).")
-            achieved = measure_gbps(fn, make_inputs, nbytes)
-            restore_after_student_code()
+            achieved = timed_gbps(fn, make_inputs, nbytes, what)
             if achieved < fraction * ceiling:
                 # One more independent measurement before a verdict of "too slow": a kernel that reaches
                 # the target should not lose its points to one noisy set of runs.
-                achieved = max(achieved, measure_gbps(fn, make_inputs, nbytes))
-                restore_after_student_code()
+                achieved = max(achieved, timed_gbps(fn, make_inputs, nbytes, what))
         except CheckFailed:
             raise
         except Exception as exc:

@@ -1,10 +1,12 @@
 """Keeping a graded notebook honest: what the autograder installs in the kernel before student code runs.
 
-Two tools:
+Three tools:
 
 * :class:`KernelLaunches` -- counts Triton kernel launches (compiled or interpreted) while it is active.
   :func:`utils.checks.check` uses it when the grader asks for it (``COURSE_REQUIRE_KERNEL=1``): a function
   that returns the right values without launching a Triton kernel (say ``x + y`` in PyTorch) fails.
+* :class:`LaunchesPerCall` -- the same count set against the number of calls while a kernel is timed:
+  the performance checks give nothing to a function that skips its launch on repeated calls.
 * :class:`TrustedState` -- a snapshot, taken before any student code runs, of the functions that a
   verdict depends on: the comparison functions of torch and numpy, the timers (``time``, ``torch.cuda``
   events, ``triton.testing.do_bench``), the methods of ``torch.Tensor``, and everything in the course's
@@ -85,6 +87,33 @@ class KernelLaunches:
         for cls, original in reversed(self._saved):
             setattr(cls, "run", original)
         self._saved.clear()
+
+
+class LaunchesPerCall:
+    """A wrapper of ``fn`` that counts its calls, and, as a context manager, the Triton launches made
+    meanwhile. A function timed many times in a row on a few input sets could return a cached result
+    instead of launching its kernel again; what it would show is the speed of a dictionary lookup.
+    ``launches < calls`` after the timing catches that."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.calls = 0
+        self._launches = KernelLaunches()
+
+    @property
+    def launches(self) -> int:
+        return self._launches.count
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        return self.fn(*args)
+
+    def __enter__(self) -> "LaunchesPerCall":
+        self._launches.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._launches.__exit__(*exc)
 
 
 # ---------------------------------------------------------------------------------------------------
