@@ -1,16 +1,23 @@
 """RMSNorm on the GPU: the reference `rmsnorm` against F.rms_norm, the eager formula, torch.compile, a
-straightforward one-row-per-program kernel and a kernel that moves twice the bytes, across row lengths."""
+straightforward one-row-per-program kernel and a kernel that moves twice the bytes, across row lengths.
+
+At every width all implementations and a copy of the same tensor are timed in turn on the same inputs
+(``utils.bench.steady_rounds``). The launch-shape sweep behind the reference's table is
+``results/sweeps/launch_sweep.py``."""
+
+import statistics
 
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from utils.bench import copy_bandwidth, gbps, measure_gbps, time_ms
+from utils.bench import copy_bandwidth, gbps, steady_rounds
 
 M = 4096
 WIDTHS = (1024, 2048, 4096, 8192, 16384)
 TARGET_FRACTION = 0.60  # the notebook's bandwidth check
+ROUNDS = 15
 
 
 @triton.jit
@@ -64,17 +71,21 @@ def measure(ns):
         x, w = make()
         for name in ("one_row_per_program", "twice_the_bytes", "torch_compile"):
             torch.testing.assert_close(impls[name](x, w), rmsnorm(x, w), atol=4e-3, rtol=4e-3)
-        row = {"m": M, "n": n, "dtype": "float16"}
-        for name, fn in impls.items():
-            row[f"{name}_gbps"] = round(measure_gbps(fn, make, traffic_bytes(M, n, 2)), 1)
-        src, dst = torch.randn(M, n, device="cuda", dtype=torch.float16), torch.empty(M, n, device="cuda",
-                                                                                   dtype=torch.float16)
-        row["same_size_copy_gbps"] = round(gbps(2 * src.numel() * 2, time_ms(lambda: dst.copy_(src))), 1)
+        del x, w
+        times = steady_rounds({**impls, "same_size_copy": lambda x, w: x.clone()}, make, rounds=ROUNDS)
+        row = {"m": M, "n": n, "dtype": "float16", "rounds": ROUNDS}
+        for name, t in times.items():
+            nbytes = 2 * M * n * 2 if name == "same_size_copy" else traffic_bytes(M, n, 2)
+            row[f"{name}_gbps"] = round(gbps(nbytes, statistics.median(t)), 1)
         row["reference_fraction_of_copy"] = round(row["reference_gbps"] / ceiling, 3)
         row["reference_fraction_of_same_size_copy"] = round(row["reference_gbps"] / row["same_size_copy_gbps"], 3)
+        row["same_size_copy_fraction_of_copy"] = round(row["same_size_copy_gbps"] / ceiling, 3)
+        row["rounds_reference_faster_than_one_row"] = sum(
+            r < o for r, o in zip(times["reference"], times["one_row_per_program"]))
         row["reference_beats_builtin"] = row["reference_gbps"] > row["F.rms_norm_gbps"]
         row["reference_beats_one_row_per_program"] = row["reference_gbps"] > row["one_row_per_program_gbps"]
         rows.append(row)
+        print({k: v for k, v in row.items() if k.endswith("_gbps")}, flush=True)
     main = next(r for r in rows if r["n"] == 4096)
     check = {"m": M, "n": 4096, "dtype": "float16", "target_fraction": TARGET_FRACTION}
     for name in ("reference", "one_row_per_program", "twice_the_bytes"):
@@ -89,6 +100,6 @@ def measure(ns):
         "reference_beats_builtin_and_one_row_at_every_size": all(
             r["reference_beats_builtin"] and r["reference_beats_one_row_per_program"] for r in rows),
         "bytes": "(2 M + 1) N s: x read once, y written once, the weight read once",
-        "same_size_copy": "dst.copy_(src) of one M x N float16 tensor, timed like the kernels (L2 flushed "
-                          "before each run); copy_gbps above is the 1 GiB copy of utils.bench.copy_bandwidth",
+        "same_size_copy": "x.clone() of the M x N float16 input, timed with the kernels in the same rounds; "
+                          "copy_gbps above is the 1 GiB copy of utils.bench.copy_bandwidth",
     }

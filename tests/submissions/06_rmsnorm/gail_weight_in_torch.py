@@ -16,8 +16,8 @@ def rmsnorm_kernel(x_ptr, w_ptr, out_ptr, M, N, stride_x, stride_out, eps,
     tl.store(out_ptr + row * stride_out + cols, (x * rstd).to(out_ptr.dtype.element_ty), mask=ok)
 
 
-def launch_config(m: int, n: int, element_size: int) -> tuple[int, int, int, int]:
-    """(BLOCK_N, ROWS, num_warps, programs) for an [m, n] input."""
+def launch_config(m: int, n: int, element_size: int) -> tuple[int, int, int, int, bool]:
+    """(BLOCK_N, ROWS, num_warps, programs, STREAM) for an [m, n] input."""
     raise NotImplementedError()
 
 
