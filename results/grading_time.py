@@ -1,14 +1,14 @@
 """Measure how long the autograder takes per submission, and record it in results/grading_time.json.
 
-    python results/grading_time.py [--chapter ID] [--students a,b,...] [--workers N] [--course] [--budget S]
+    python results/grading_time.py [--chapter ID] [--students a,b,...] [--workers N] [--course | --course-only]
                                    [--out FILE]
 
 Part 1 grades the example submissions of one chapter (``tests/submissions/<ID>/``, default 03_vector_add)
 with ``grade_all`` (calibration, template, nbgrader autograde, feedback: the whole pipeline). Part 2
 (``--course``) grades one student who hands in every chapter's solution: the whole course. Each part
 records the wall time, the number of submissions, and the seconds between consecutive finished
-submissions (the per-submission cost once the run is set up). Parts are appended to the JSON as they
-finish, so a run cut short by ``--budget`` keeps what it measured.
+submissions (the per-submission cost once the run is set up). The JSON is rewritten after every finished
+submission, so a run cut short (by ``timeout``, say) keeps what it measured.
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ from grader.course import assignments, solution_notebook  # noqa: E402
 from grader.examples import apply_answers, build_submissions  # noqa: E402
 
 
-def _timed(subs, out: Path, workers: int) -> dict[str, object]:
+def _timed(subs, out: Path, workers: int, progress=None) -> dict[str, object]:
+    """Grade ``subs`` and time it; ``progress(finished)`` is called after every finished submission with
+    what is known so far, so that a run cut short keeps what it measured."""
     stamps: list[float] = []
+    finished: list[str] = []
     start = time.perf_counter()
 
     def done(s, r) -> None:
@@ -41,8 +44,13 @@ def _timed(subs, out: Path, workers: int) -> dict[str, object]:
             job = json.loads((out / "records" / s.assignment / f"{s.student}.json").read_text()).get("seconds")
         except (OSError, ValueError):
             job = None
-        print(f"[{stamps[-1] - start:6.1f} s] {s.student}/{s.assignment}: {sum(x.points for x in r):g} / "
-              f"{sum(x.max_points for x in r):g} points, {sorted({x.status for x in r})}, job {job} s", flush=True)
+        line = (f"[{stamps[-1] - start:6.1f} s] {s.student}/{s.assignment}: {sum(x.points for x in r):g} / "
+                f"{sum(x.max_points for x in r):g} points, {sorted({x.status for x in r})}, job {job} s")
+        print(line, flush=True)
+        finished.append(line)
+        if progress is not None:
+            progress({"unfinished_run": f"{len(finished)} of {len(subs)} submissions graded so far",
+                      "finished": finished})
 
     records = grade_all(subs, out, workers=workers, on_done=done)
     wall = time.perf_counter() - start
@@ -99,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         names = build_submissions(args.chapter, work / "submitted")
         wanted = [s for s in args.students.split(",") if s] or names
         subs = [s for s in find_submissions(work / "submitted", args.chapter) if s.student in wanted]
-        record["parts"][f"{args.chapter} examples"] = _timed(subs, work / "out", args.workers)
+        part = f"{args.chapter} examples"
+        record["parts"][part] = _timed(subs, work / "out", args.workers,
+                                       lambda p: (record["parts"].__setitem__(part, p), save()))
         save()
         print(json.dumps(record["parts"], indent=1), flush=True)
     if args.course or args.course_only:
@@ -114,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
             dest.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(apply_answers(a, answers), dest)
             course += find_submissions(work / "course", a)
-        record["parts"]["whole course, one student"] = _timed(course, work / "course_out", args.workers)
+        part = "whole course, one student"
+        record["parts"][part] = _timed(course, work / "course_out", args.workers,
+                                       lambda p: (record["parts"].__setitem__(part, p), save()))
         save()
         print(json.dumps(record["parts"]["whole course, one student"], indent=1), flush=True)
     import shutil

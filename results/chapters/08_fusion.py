@@ -3,13 +3,14 @@ eager chain and torch.compile across sizes, predicted against measured speedup, 
 GPU, a small launch-configuration sweep, and the measured counter-example (GEMM + row softmax fused)."""
 
 import linecache
+import statistics
 
 import nbformat
 import torch
 import triton
 
 from grader.course import solution_notebook
-from utils.bench import copy_bandwidth, gbps, measure_gbps, time_ms
+from utils.bench import copy_bandwidth, gbps, measure_gbps, steady_ms, steady_rounds
 from utils.roofline import matmul_tflops
 
 
@@ -70,18 +71,16 @@ def measure(ns):
         rows.append(row)
 
     # The eager chain, one op at a time, at the benchmark shape.
-    x, r, w = make((4, 2048, 4096), torch.float16)()
-    h = x + r
-    y = torch.nn.functional.rms_norm(h, (4096,), w, 1e-6)
-    mn = x.numel()
-    ops = {"add": (lambda: x + r, 3 * mn * 2),
-           "rms_norm (with weight)": (lambda: torch.nn.functional.rms_norm(h, (4096,), w, 1e-6), (2 * mn + 4096) * 2),
-           "silu": (lambda: torch.nn.functional.silu(y), 2 * mn * 2)}
+    mn = 4 * 2048 * 4096
+    ops = {"add": (lambda x, r, w: x + r, 3 * mn * 2),
+           "rms_norm (with weight)": (lambda x, r, w: torch.nn.functional.rms_norm(x, (4096,), w, 1e-6),
+                                      (2 * mn + 4096) * 2),
+           "silu": (lambda x, r, w: torch.nn.functional.silu(x), 2 * mn * 2)}
     eager_ops = {}
     for name, (fn, b) in ops.items():
-        ms = time_ms(fn)
+        ms = steady_ms(fn, make((4, 2048, 4096), torch.float16))
         eager_ops[name] = {"us": round(ms * 1e3, 1), "gbps": round(gbps(b, ms), 1)}
-    eager_kernels = _kernel_names(eager, (x, r, w))
+    eager_kernels = _kernel_names(eager, make((4, 2048, 4096), torch.float16)())
     print(eager_ops, eager_kernels, flush=True)
 
     # Launch configurations of the reference kernel at the benchmark shape.
@@ -108,20 +107,27 @@ def measure(ns):
     a = torch.randn(M, K, device="cuda", dtype=torch.float16) / 8
     b = torch.randn(K, N, device="cuda", dtype=torch.float16) / 8
     want = torch.softmax(a.double() @ b.double(), dim=1)
+    make_ab = lambda: (torch.randn(M, K, device="cuda", dtype=torch.float16) / 8,  # noqa: E731
+                       torch.randn(K, N, device="cuda", dtype=torch.float16) / 8)
+    shapes = {}
     configs = []
     for bm, bn, bk, nw, st in ((64, 128, 64, 4, 3), (128, 128, 64, 8, 3), (64, 64, 64, 4, 3), (32, 128, 64, 4, 3),
                                (64, 128, 32, 4, 2)):
         kw = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=st)
         try:
             err = float((ns["matmul_softmax_fused"](a, b, **kw).double() - want).abs().max())
-            ms = time_ms(lambda: ns["matmul_softmax_fused"](a, b, **kw))
-            configs.append(dict(kw, ms=round(ms, 4), max_abs_error=err))
+            shapes[len(configs)] = lambda a, b, kw=kw: ns["matmul_softmax_fused"](a, b, **kw)
+            configs.append(dict(kw, max_abs_error=err))
         except Exception as exc:
             configs.append(dict(kw, failed=f"{type(exc).__name__}: {str(exc)[:200]}"))
-        print(configs[-1], flush=True)
+    times = steady_rounds({**{str(i): fn for i, fn in shapes.items()}, "unfused": ns["matmul_softmax_unfused"],
+                           "gemm_alone": lambda a, b: a @ b}, make_ab)
+    for i in shapes:
+        configs[i]["ms"] = round(statistics.median(times[str(i)]), 4)
+    print(configs, flush=True)
     ok = [c for c in configs if "ms" in c]
-    unfused_ms = time_ms(lambda: ns["matmul_softmax_unfused"](a, b))
-    gemm_ms = time_ms(lambda: a @ b)
+    unfused_ms = statistics.median(times["unfused"])
+    gemm_ms = statistics.median(times["gemm_alone"])
     flops = 2 * M * N * K
     ub, fbytes = (M * K + K * N + 3 * M * N) * 2, (M * K + K * N + M * N) * 2
     predicted = ns["predicted_speedup"](flops, ub, 2 * flops, fbytes, tflops, ceiling)

@@ -110,6 +110,7 @@ def measure(ns):
                 "triton_tflops_N_16384": next(r["triton_tflops"] for r in sel if r["N"] == 16384),
                 "sdpa_tflops_N_16384": next(r["sdpa_tflops"] for r in sel if r["N"] == 16384)}
     return {
+        "method": "utils.bench.time_ms: triton.testing.do_bench median, one call at a time, L2 flushed between",
         "metric": "forward TFLOP/s = attention_flops(Z, H, N, D, causal) / median time; float16; Z = 4, "
                   "H = 2048 // D; torch: F.scaled_dot_product_attention on the same tensors",
         "sizes": rows,
