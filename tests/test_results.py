@@ -140,10 +140,10 @@ def test_grading_was_timed_on_one_and_on_two_gpus():
     assert two, "no 2-GPU run recorded"
     course = two[0]["parts"]["whole course, one student"]
     assert course["workers"] == 2 and len(course["points"]) == 9 and course["statuses"] == ["passed"]
-    one_gpu_chapters = set()
-    for run in runs.values():
-        if run.get("gpus") == 1:
-            one_gpu_chapters |= set(run.get("chapters", {}))
-            one_gpu_chapters |= {key.split("/")[1] for part in run.get("parts", {}).values() for key in part["points"]}
     from grader.course import assignments
-    assert set(assignments()) <= one_gpu_chapters, set(assignments()) - one_gpu_chapters
+    one = [run["parts"]["whole course, one student"] for run in runs.values()
+           if run.get("gpus") == 1 and "whole course, one student" in run.get("parts", {})]
+    assert one, "no whole-course run on one GPU recorded"
+    chapters = {key.split("/")[1] for key in one[0]["points"]}
+    assert chapters == set(assignments()) and one[0]["statuses"] == ["passed"], chapters ^ set(assignments())
+    assert len(one[0]["seconds_per_submission_job"]) == len(chapters), "every chapter's job time is recorded"
