@@ -126,17 +126,6 @@ def chapter_module(chapter: str):
     return module
 
 
-def host_us(fn, calls: int = 300) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    us = (time.perf_counter() - start) / calls * 1e6
-    torch.cuda.synchronize()
-    return round(us, 1)
-
-
 def summary(record: dict) -> list[str]:
     """One line per copy size and kernel: GB/s by each method and the per-call methods' ratio to steady."""
     lines = []
@@ -193,6 +182,7 @@ def main() -> None:
     out["kernels"] = kernels
 
     ns7 = load_namespace(solution_notebook("07_matmul_relu"))
+    host_us_per_call = chapter_module("07_matmul_relu").host_us_per_call
     kernel, launch = ns7["matmul_relu_kernel"], ns7["launch_matmul_relu"]
     paths_out = {}
     for size in (1024, 4096):
@@ -210,7 +200,7 @@ def main() -> None:
         flops = 2 * size**3
         row = {"config": str(cfg)}
         for name, fn in paths.items():
-            row[name] = {"host_us_per_call": host_us(fn),
+            row[name] = {"host_us_per_call": host_us_per_call(fn, calls=300),
                          "tflops_read_flush": round(flops / per_call_ms(fn, flush_read) / 1e9, 1),
                          "tflops_cuda_graph": round(flops / triton.testing.do_bench_cudagraph(fn) / 1e9, 1)}
             print(size, name, row[name], flush=True)
