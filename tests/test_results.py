@@ -147,6 +147,16 @@ def test_timing_method_evidence_backs_the_method_in_use():
     assert max(g.values()) / min(g.values()) < 1.02, "at 1 GiB every method should agree"
 
 
+def test_every_solution_notebook_ran_under_nbval_on_the_h200():
+    from grader.course import assignments
+
+    r = _result("gpu_nbval")
+    assert "H200" in r["device"]
+    assert set(r["notebooks"]) == set(assignments()), "a chapter was not run on the GPU"
+    for chapter, run in r["notebooks"].items():
+        assert run["exit_code"] == 0 and "passed" in run["result"] and "failed" not in run["result"], chapter
+
+
 def test_grading_was_timed_on_one_and_on_two_gpus():
     runs = _result("grading_time")["runs"]
     two = [run for run in runs.values() if run.get("gpus") == 2]
