@@ -16,7 +16,6 @@ Every method times the same callables on the same GPU in one process:
 
 ``ratio_to_steady`` says how far each per-call method is from that steady state. The copy rows give
 the ceiling at each size; the kernels are the chapter 05/06 references and their one-row baselines.
-Part 2 times the host (CPU) cost per call of the ways chapter 07 can launch its autotuned matmul.
 """
 from __future__ import annotations
 
@@ -34,7 +33,6 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-import triton.testing  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
@@ -70,7 +68,10 @@ def per_call_ms(fn, flush, reps: int = 200) -> float:
 
 def steady_ms(fn, input_sets, calls: int) -> tuple[float, bool]:
     """ms per call of back-to-back calls on rotating input sets, each charged for its write-backs.
-    Also returns whether the host queued every call before the GPU reached them (no host gaps)."""
+    Also returns whether the host queued every call before the GPU reached them (no host gaps).
+
+    The recipe of :func:`utils.bench.steady_rounds`, kept open here so that it runs on the very input
+    sets the per-call methods use and reports the host check that steady_rounds acts on silently."""
     keep = collections.deque(maxlen=len(input_sets))   # outputs rotate through as many buffers as inputs
     for inputs in input_sets:
         keep.append(fn(*inputs))
@@ -181,31 +182,6 @@ def main() -> None:
         torch.cuda.empty_cache()
     out["kernels"] = kernels
 
-    ns7 = load_namespace(solution_notebook("07_matmul_relu"))
-    host_us_per_call = chapter_module("07_matmul_relu").host_us_per_call
-    kernel, launch = ns7["matmul_relu_kernel"], ns7["launch_matmul_relu"]
-    paths_out = {}
-    for size in (1024, 4096):
-        a = torch.randn(size, size, device="cuda", dtype=torch.float16)
-        b = torch.randn(size, size, device="cuda", dtype=torch.float16)
-        ns7["matmul_relu"](a, b)
-        cfg = launch.chosen[(size, size, size)]
-        c = torch.empty(size, size, device="cuda", dtype=torch.float16)
-        grid = lambda meta: (triton.cdiv(size, meta["BLOCK_M"]) * triton.cdiv(size, meta["BLOCK_N"]),)  # noqa: E731
-        args = (a, b, c, size, size, size, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-        paths = {"matmul_relu (TunedLaunch)": lambda: ns7["matmul_relu"](a, b),
-                 "autotuner on every call": lambda: kernel[grid](*args),
-                 "jit function, config as keywords": lambda: kernel.fn[grid(cfg.all_kwargs())](*args, **cfg.all_kwargs()),
-                 "torch relu(a @ b)": lambda: torch.relu(a @ b)}
-        flops = 2 * size**3
-        row = {"config": str(cfg)}
-        for name, fn in paths.items():
-            row[name] = {"host_us_per_call": host_us_per_call(fn, calls=300),
-                         "tflops_read_flush": round(flops / per_call_ms(fn, flush_read) / 1e9, 1),
-                         "tflops_cuda_graph": round(flops / triton.testing.do_bench_cudagraph(fn) / 1e9, 1)}
-            print(size, name, row[name], flush=True)
-        paths_out[f"{size}^3"] = row
-    out["matmul_launch_paths"] = paths_out
     out["summary"] = summary(out)
     path = ROOT / "results" / "timing_method.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
