@@ -40,14 +40,15 @@ from pathlib import Path
 import nbformat
 
 from grader.course import REPO_ROOT, SOLUTIONS, solution_notebook
-from grader.execute import TRUSTED_IMPORTS_ENV, is_test, trusted_imports
+from grader.execute import (SANDBOX_DIR_ENV, SANDBOX_ENV, SANDBOX_SLOT_ENV, SEED_FILE_ENV, SOURCE_NOTEBOOK_ENV,
+                            is_test)
 from grader.nbgrader_cli import prepare_course_dir, run_nbgrader
 from grader.records import Protected, load_record, record_path, sha256
 from grader.repair import meta as _meta
 from grader.repair import repair_notebook
+from grader.judge import Seed
 from grader.results import GradeRecord
 from utils.grading import NOT_GRADED
-from utils.integrity import REQUIRE_KERNEL_ENV
 
 #: Wall-clock limit for one submission (all its cells together), seconds.
 SUBMISSION_TIMEOUT_S = 30 * 60
@@ -104,8 +105,6 @@ class GradingTemplate:
         result = run_nbgrader(root, "generate_assignment", assignment, "--force")
         if result.returncode != 0:
             raise RuntimeError(f"could not generate {assignment} for grading:\n{result.log}")
-        source = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
-        (root / "trusted_imports.py").write_text(trusted_imports(source))
 
     @property
     def release(self) -> Path:
@@ -130,6 +129,9 @@ class GradingJob:
     cell_timeout_s: float | None = None
     env: dict[str, str] = field(default_factory=dict)
     feedback: bool = True
+    seed_hex: str = ""            # this submission's secret seed (never sent into the sandbox)
+    sandboxed: bool = True
+    slot: int = 0                 # sandbox slot: its own uid, so limits are not shared
 
 
 @dataclass
@@ -197,8 +199,14 @@ def _run_job(job: GradingJob) -> JobResult:
     target.parent.mkdir(parents=True)
     nbformat.write(nb, target)
     env = dict(job.env)
-    env[TRUSTED_IMPORTS_ENV] = str(ws / "trusted_imports.py")
-    env[REQUIRE_KERNEL_ENV] = "1"
+    env[SOURCE_NOTEBOOK_ENV] = str(ws / "solutions" / job.assignment / f"{job.assignment}.ipynb")
+    seed_file = ws / "seed.hex"
+    seed_file.write_text(job.seed_hex or Seed().hex())
+    os.chmod(seed_file, 0o600)
+    env[SEED_FILE_ENV] = str(seed_file)
+    env[SANDBOX_ENV] = "1" if job.sandboxed else "0"
+    env[SANDBOX_DIR_ENV] = str(ws / "sandbox")
+    env[SANDBOX_SLOT_ENV] = str(job.slot)
     extra = [f"--Execute.timeout={int(job.cell_timeout_s)}"] if job.cell_timeout_s else []
     for attempt in range(1 + KERNEL_START_RETRIES):
         result = run_nbgrader(ws, "autograde", job.assignment, f"--student={job.student}", "--force", *extra,

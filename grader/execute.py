@@ -1,37 +1,52 @@
-"""nbgrader's Execute step, made safe for a class of student notebooks.
+"""nbgrader's Execute step, split in two: the student's cells run in a sandboxed kernel, the hidden tests
+run here, in the judge.
 
 :class:`CourseExecute` replaces nbgrader's ``Execute`` preprocessor in ``nbgrader autograde`` (see
-:mod:`grader.settings`). It runs the notebook like nbgrader does, and in addition:
+:mod:`grader.settings`):
 
-* **Trusted state.** Before the first cell, it runs :func:`utils.integrity.install` in the kernel: a
-  snapshot of the comparison functions, timers and course helpers taken before any student code runs.
-  After each locked cell (restored from the release by nbgrader, so trusted) it remembers the names the
-  cell defines; before each graded test cell it restores the snapshot and those names, and re-runs the
-  release's import lines, so that a notebook that redefines ``check_all`` or patches
-  ``torch.allclose`` cannot change a verdict. What it had to undo is noted under the test's output.
-* **A kernel that dies** (a segfault from an out-of-bounds store in Triton's interpreter, an abort) no
-  longer loses the whole submission: the cell gets a ``KernelDied`` error, a fresh kernel replays the
-  cells above it (outputs discarded), and execution goes on with the next cell. After
+* **The student's cells** (every cell that is not a graded test) run in a Jupyter kernel inside the
+  sandbox of :mod:`grader.sandbox` (bubblewrap: no network, read-only system, nothing of the course but
+  ``utils/``), started by :class:`SandboxedKernelManager`. Their outputs are kept for the feedback, cut at
+  :attr:`CourseExecute.max_output_bytes` per cell.
+* **The graded test cells** never reach the kernel. Their source (restored from the gradebook by
+  nbgrader, so never the student's) runs in this process with :func:`grader.judge.run_test_cell`, in the
+  namespace of a :class:`grader.judge.JudgeSession`; the graded functions are proxies that call into the
+  kernel for outputs only. The test cell's outputs are written here: the judge's messages, and the score
+  as an ``execute_result`` when the test computes one. Nothing the student's code prints can reach them.
+* **A kernel that dies** (a segfault from an out-of-bounds store in Triton's interpreter, an abort, an
+  exit) loses nothing else: the cell -- or the judge's call, named -- gets a ``KernelDied`` error, a fresh
+  sandboxed kernel replays the student's cells above it, and grading goes on. After
   :attr:`CourseExecute.max_restarts` deaths the remaining cells are marked as not run.
-* **Huge output** is cut at :attr:`CourseExecute.max_output_bytes` per cell (errors are always kept).
 """
 
 from __future__ import annotations
 
 import ast
-import copy
 import json
 import os
+import shutil
+import sys
+from pathlib import Path
 
+from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import DeadKernelError
 from nbconvert.preprocessors.execute import NotebookClient
+from nbformat import read as read_notebook
 from nbformat.notebooknode import NotebookNode
-from traitlets import Integer, Unicode
+from traitlets import Bool, Integer
 
 from nbgrader.preprocessors import Execute
 
-#: The grader writes the trusted import lines of an assignment here (see :func:`trusted_imports`).
-TRUSTED_IMPORTS_ENV = "COURSE_TRUSTED_IMPORTS"
+#: Set by the grader: the trusted source notebook (hidden tests, ``judge`` cells) of the assignment.
+SOURCE_NOTEBOOK_ENV = "COURSE_SOURCE_NOTEBOOK"
+#: Set by the grader: a file holding this submission's secret seed (hex); never visible to the sandbox.
+SEED_FILE_ENV = "COURSE_SEED_FILE"
+#: Set by the grader: "0" to run the kernel without the sandbox (every record then says so).
+SANDBOX_ENV = "COURSE_SANDBOX"
+#: Set by the grader: the folder for this submission's sandbox (private to the grader).
+SANDBOX_DIR_ENV = "COURSE_SANDBOX_DIR"
+#: Set by the grader: which sandbox slot (uid) this submission uses.
+SANDBOX_SLOT_ENV = "COURSE_SANDBOX_SLOT"
 
 KERNEL_DIED = ("The Python process running this notebook crashed during this cell (for example a Triton "
                "kernel that stores outside its output: an out-of-bounds tl.store without a mask). The grader "
@@ -47,45 +62,115 @@ def is_test(cell) -> bool:
     return bool(m.get("grade")) and not m.get("solution")
 
 
-def defined_names(source: str) -> list[str]:
-    """Top-level names a cell binds (defs, classes, assignments, imports); [] if it does not parse."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    names: list[str] = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.append(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names += [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                names += [n.id for n in ast.walk(t) if isinstance(n, ast.Name)]
-    return names
+def is_judge_cell(cell) -> bool:
+    """A locked cell of definitions that the hidden tests use too (cell tag ``judge``)."""
+    return cell.cell_type == "code" and "judge" in cell.metadata.get("tags", [])
 
 
-def trusted_imports(source_notebook) -> str:
-    """The top-level import statements of the release's non-solution code cells, as one block of code."""
-    lines = []
-    for cell in source_notebook.cells:
-        if cell.cell_type != "code" or _nbgrader(cell).get("solution"):
+def _is_kernel(node: ast.FunctionDef) -> bool:
+    return any("jit" in ast.unparse(d) or "autotune" in ast.unparse(d) or "heuristics" in ast.unparse(d)
+               for d in node.decorator_list)
+
+
+def submitted_kernels(nb) -> dict[str, str]:
+    """name -> source of each Triton kernel defined in the notebook's solution cells (read, never run)."""
+    kernels: dict[str, str] = {}
+    for cell in nb.cells:
+        if not _nbgrader(cell).get("solution"):
             continue
         try:
             tree = ast.parse(cell.source)
         except SyntaxError:
             continue
-        lines += [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    return "\n".join(dict.fromkeys(lines))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and _is_kernel(node):
+                kernels[node.name] = ast.get_source_segment(cell.source, node) or ""
+    return kernels
+
+
+def graded_functions(source_notebook) -> list[str]:
+    """Names of the plain functions the solution cells define (not Triton kernels): what tests call."""
+    names: list[str] = []
+    for cell in source_notebook.cells:
+        if not _nbgrader(cell).get("solution"):
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and not _is_kernel(node):
+                names.append(node.name)
+    return list(dict.fromkeys(names))
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """A Jupyter kernel started inside a :class:`grader.sandbox.Sandbox`, talking over ``ipc`` sockets."""
+
+    def __init__(self, sandbox, **kwargs):
+        super().__init__(**kwargs)
+        self.sandbox = sandbox
+
+    def format_kernel_cmd(self, extra_arguments=None):
+        return self.sandbox.wrap(super().format_kernel_cmd(extra_arguments))
+
+    def write_connection_file(self, **kwargs):
+        result = super().write_connection_file(**kwargs)
+        if self.sandbox.uid is not None and self.connection_file:
+            os.chown(self.connection_file, self.sandbox.uid, self.sandbox.uid)
+        return result
+
+    async def _async_interrupt_kernel(self) -> None:
+        # bwrap does not pass SIGINT on: ask the kernel itself (kernel protocol's interrupt_request)
+        msg = self.session.msg("interrupt_request", content={})
+        self._connect_control_socket()
+        self.session.send(self._control_socket, msg)
+
+    interrupt_kernel = _async_interrupt_kernel
+
+
+class KernelTransport:
+    """Runs :func:`utils.harness.serve` in the kernel of a :class:`CourseExecute`, for the judge."""
+
+    def __init__(self, executor: "CourseExecute", exchange: Path, device: str, uid: int | None):
+        self.executor = executor
+        self.exchange = exchange
+        self.device = device
+        self.uid = uid
+
+    def prepare(self, folder: Path) -> None:
+        if self.uid is not None:
+            os.chown(folder, self.uid, self.uid)
+
+    def run(self, folder: Path, timeout_s: float) -> None:
+        from grader.judge import StudentCrashed, StudentTimeout
+
+        ex = self.executor
+        code = f"import utils.harness as _course_harness\n_course_harness.serve({str(folder)!r})\ndel _course_harness"
+        saved = ex.timeout
+        ex.timeout = int(timeout_s)
+        try:
+            msg_id = ex.kc.execute(code, silent=True, store_history=False)
+            reply = ex.wait_for_reply(msg_id)
+        except DeadKernelError:
+            raise StudentCrashed(ex._session.in_flight or "a call") from None
+        finally:
+            ex.timeout = saved
+        if reply is None:
+            raise StudentTimeout(f"{ex._session.in_flight}: the call ran past {timeout_s:.0f} s and was interrupted "
+                                 "(an infinite loop?)")
+
+
+class KernelRestart(Exception):
+    """The kernel died during a judge's call: restart it after this cell."""
 
 
 class CourseExecute(Execute):
-    """nbgrader's Execute with a trusted-state guard, kernel-death recovery and an output cap."""
+    """nbgrader's Execute with the student's cells in a sandboxed kernel and the tests in the judge."""
 
     max_restarts = Integer(3, help="kernel deaths survived per notebook").tag(config=True)
     max_output_bytes = Integer(1_000_000, help="output kept per cell, in bytes (-1: no limit)").tag(config=True)
-    trusted_imports_file = Unicode("", help="file with the release's import lines").tag(config=True)
+    sandboxed = Bool(True, help="run the kernel in the bubblewrap sandbox").tag(config=True)
 
     # -- output cap ------------------------------------------------------------------------------------
     def output(self, outs, msg, display_id, cell_index):
@@ -93,105 +178,158 @@ class CourseExecute(Execute):
             used = self._output_bytes.get(cell_index, 0)
             size = len(json.dumps(msg.get("content", {}), default=str))
             if used + size > self.max_output_bytes:
-                if cell_index not in self._truncated:
-                    self._truncated.add(cell_index)
+                self._truncated.add(cell_index)
                 return None
             self._output_bytes[cell_index] = used + size
         return super().output(outs, msg, display_id, cell_index)
 
-    # -- the guard -------------------------------------------------------------------------------------
-    def _run_silently(self, code: str, expression: str | None = None) -> tuple[str, str]:
-        """Run ``code`` in the kernel without output; (status, text of ``expression``)."""
-        user_expressions = {"r": expression} if expression else {}
-        msg_id = self.kc.execute(code, silent=True, store_history=False, user_expressions=user_expressions)
-        reply = self.wait_for_reply(msg_id)
-        content = (reply or {}).get("content", {})
-        if content.get("status") != "ok":
-            return "error", f"{content.get('ename', '')}: {content.get('evalue', '')}"
-        value = content.get("user_expressions", {}).get("r", {})
-        return value.get("status", "ok"), value.get("data", {}).get("text/plain", "")
+    def handle_comm_msg(self, outs, msg, cell_index):  # widgets are not graded; keep nothing of them
+        return None
 
-    def _start_guard(self) -> None:
-        self._run_silently("import utils.integrity as _course_integrity\n_course_integrity.install()\n"
-                           "del _course_integrity")
-
-    def _remember(self, cell) -> None:
-        names = defined_names(cell.source)
-        if names:
-            self._run_silently("import utils.integrity as _course_integrity\n"
-                               f"_course_integrity.remember(globals(), {names!r})\ndel _course_integrity")
-
-    def _before_test(self) -> list[str]:
-        code = ("import utils.integrity as _course_integrity\n"
-                "_course_changed = _course_integrity.restore(globals())\n"
-                f"{self._imports}\n")
-        status, text = self._run_silently(code, "_course_changed")
-        self._run_silently("del _course_integrity, _course_changed")
-        if status != "ok":
-            return [f"(the grader could not restore its state: {text})"]
-        try:
-            return list(ast.literal_eval(text))
-        except (ValueError, SyntaxError):
-            return []
+    # -- the sandbox -----------------------------------------------------------------------------------
+    def _new_kernel_manager(self):
+        if self._sandbox is None:
+            return None  # nbclient makes an ordinary kernel manager
+        self._restarts_made += 1
+        km = SandboxedKernelManager(self._sandbox, kernel_name=self.kernel_name or "python3",
+                                    transport="ipc", ip=str(self._sandbox.exchange / f"k{self._restarts_made}"))
+        km.connection_file = str(self._sandbox.exchange / f"kernel-{self._restarts_made}.json")
+        return km
 
     # -- running the notebook --------------------------------------------------------------------------
     def _run_cell(self, cell, resources, index: int, replay: bool = False):
-        meta = _nbgrader(cell)
-        changed = self._before_test() if is_test(cell) and cell.source.strip() else []
-        target = copy.deepcopy(cell) if replay else cell
+        if is_test(cell):
+            if not replay:
+                self._judge_cell(cell, index)
+            return
+        target = cell.copy() if replay else cell
+        if replay:
+            target = NotebookNode(json.loads(json.dumps(cell)))
         self.preprocess_cell(target, resources, index)
-        if meta.get("locked") and not is_test(cell) and not meta.get("solution"):
-            self._remember(cell)
-        if not replay:
-            if changed:
-                cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=(
-                    "NOTE: before this test the grader undid changes the notebook made to: "
-                    + ", ".join(sorted(set(changed))[:20]) + "\n")))
-            if index in self._truncated:
-                cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=(
-                    f"... output cut at {self.max_output_bytes:,} bytes by the grader ...\n")))
+        if not replay and index in self._truncated:
+            cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=(
+                f"... output cut at {self.max_output_bytes:,} bytes by the grader ...\n")))
+
+    def _judge_cell(self, cell, index: int) -> None:
+        from grader.judge import run_test_cell
+
+        grade_id = _nbgrader(cell).get("grade_id", f"cell{index}")
+        cell.outputs = []
+        if not cell.source.strip():
+            return
+        outcome = run_test_cell(cell.source, self._session.namespace_for(grade_id), grade_id)
+        self.code_cells_executed += 1
+        cell.execution_count = self.code_cells_executed
+        outs = []
+        if outcome.stdout:
+            outs.append(NotebookNode(output_type="stream", name="stdout", text=outcome.stdout))
+        if outcome.crashed is not None:
+            text = (f"The Python process running this notebook crashed during the grader's call "
+                    f"{outcome.crashed}. Most likely a Triton kernel stored outside its output (an "
+                    "out-of-bounds tl.store without a mask), or the code exited. The grader started a new "
+                    "kernel and went on with the next test.")
+            outs.append(NotebookNode(output_type="error", ename="KernelDied", evalue=text,
+                                     traceback=[f"KernelDied: {text}"]))
+        elif outcome.timeout is not None:
+            outs.append(NotebookNode(output_type="error", ename="CellTimeoutError", evalue=outcome.timeout,
+                                     traceback=[f"CellTimeoutError: {outcome.timeout}"]))
+        elif outcome.error is not None:
+            ename, evalue = outcome.error
+            outs.append(NotebookNode(output_type="error", ename=ename, evalue=evalue,
+                                     traceback=[f"{ename}: {evalue}"]))
+        elif outcome.score is not None:
+            outs.append(NotebookNode(output_type="execute_result", execution_count=cell.execution_count,
+                                     metadata={}, data={"text/plain": repr(outcome.score)}))
+        cell.outputs = outs
+        if outcome.crashed is not None:
+            raise KernelRestart(index)
 
     def preprocess(self, nb, resources=None, km=None):
+        from grader.judge import JudgeSession, Seed
+        from grader.sandbox import Sandbox
+
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         self._output_bytes: dict[int, int] = {}
         self._truncated: set[int] = set()
-        path = self.trusted_imports_file or os.environ.get(TRUSTED_IMPORTS_ENV, "")
-        self._imports = open(path).read() if path and os.path.exists(path) else ""
+        self._restarts_made = 0
+        source_path = os.environ.get(SOURCE_NOTEBOOK_ENV, "")
+        source = read_notebook(source_path, as_version=4) if source_path else nb
+        seed_file = os.environ.get(SEED_FILE_ENV, "")
+        seed = Seed(bytes.fromhex(Path(seed_file).read_text().strip())) if seed_file else Seed()
+        sandboxed = self.sandboxed and os.environ.get(SANDBOX_ENV, "1") != "0"
+        gpu = os.environ.get("TRITON_INTERPRET", "0") != "1" and _has_gpu()
+        staging = Path(os.environ.get(SANDBOX_DIR_ENV) or Path(resources.get("metadata", {}).get("path", ".")) /
+                       ".sandbox")
+        if sandboxed:
+            env = {k: v for k, v in os.environ.items()
+                   if k in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "COURSE_COPY_GBPS", "OMP_NUM_THREADS")}
+            self._sandbox = Sandbox(slot=int(os.environ.get(SANDBOX_SLOT_ENV, "0")), staging=staging, gpu=gpu, env=env)
+            exchange, uid = self._sandbox.exchange, self._sandbox.uid
+        else:
+            self._sandbox = None
+            exchange, uid = staging / "exchange", None
+            if exchange.exists():
+                shutil.rmtree(exchange)
+            exchange.mkdir(parents=True)
+        self._session = JudgeSession(KernelTransport(self, exchange, "cuda" if gpu else "cpu", uid), seed)
+        problems = self._session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
+                                                 graded_functions(source), submitted_kernels(nb))
         crashed: list[int] = []
         start = 0
-        while True:
-            index = start
-            try:
-                with self.setup_kernel():
-                    info_msg = self.wait_for_reply(self.kc.kernel_info())
-                    self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
-                    self._start_guard()
-                    for index in range(0, start):
-                        cell = self.nb.cells[index]
-                        if cell.cell_type == "code" and index not in crashed:
-                            self._run_cell(cell, resources, index, replay=True)
-                    for index in range(start, len(self.nb.cells)):
-                        self._run_cell(self.nb.cells[index], resources, index)
-                break
-            except DeadKernelError:
-                cell = self.nb.cells[index]
-                cell.outputs.append(NotebookNode(output_type="error", ename="KernelDied", evalue=KERNEL_DIED,
-                                                 traceback=[f"KernelDied: {KERNEL_DIED}"]))
-                crashed.append(index)
-                self.log.warning("kernel died in cell %d; restarting", index)
-                self.km = None
-                self.kc = None
-                start = index + 1
-                if len(crashed) > self.max_restarts:
-                    for later in self.nb.cells[start:]:
-                        if later.cell_type == "code":
-                            later.outputs = [NotebookNode(
-                                output_type="error", ename="NotRun",
-                                evalue=f"not run: the kernel died {len(crashed)} times in this notebook",
-                                traceback=["NotRun: the kernel died too many times"])]
+        try:
+            while True:
+                index = start
+                self.km = self._new_kernel_manager()
+                try:
+                    with self.setup_kernel():
+                        info_msg = self.wait_for_reply(self.kc.kernel_info())
+                        self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
+                        for index in range(0, start):
+                            cell = self.nb.cells[index]
+                            if cell.cell_type == "code" and index not in crashed:
+                                self._run_cell(cell, resources, index, replay=True)
+                        for index in range(start, len(self.nb.cells)):
+                            self._run_cell(self.nb.cells[index], resources, index)
                     break
-        self.nb.metadata.setdefault("course_grader", {})["crashed_cells"] = crashed
+                except (DeadKernelError, KernelRestart) as exc:
+                    cell = self.nb.cells[index]
+                    if isinstance(exc, DeadKernelError):
+                        cell.outputs.append(NotebookNode(output_type="error", ename="KernelDied", evalue=KERNEL_DIED,
+                                                         traceback=[f"KernelDied: {KERNEL_DIED}"]))
+                    crashed.append(index)
+                    self.log.warning("kernel died in cell %d; restarting", index)
+                    self.km = None
+                    self.kc = None
+                    start = index + 1
+                    if len(crashed) > self.max_restarts:
+                        for later in self.nb.cells[start:]:
+                            if later.cell_type == "code":
+                                later.outputs = [NotebookNode(
+                                    output_type="error", ename="NotRun",
+                                    evalue=f"not run: the kernel died {len(crashed)} times in this notebook",
+                                    traceback=["NotRun: the kernel died too many times"])]
+                        break
+        finally:
+            if self._sandbox is not None:
+                self._sandbox.close()
+        meta = self.nb.metadata.setdefault("course_grader", {})
+        meta["crashed_cells"] = crashed
+        meta["sandbox"] = self._sandbox.describe() if self._sandbox is not None else "none (graded unsandboxed)"
+        meta["seed_sha"] = seed.fingerprint
+        meta["judge_problems"] = problems
         self.set_widgets_metadata()
         return self.nb, self.resources
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+__all__ = ["CourseExecute", "is_test", "graded_functions", "SandboxedKernelManager", "sys"]

@@ -356,19 +356,31 @@ def check(fn: Callable[..., torch.Tensor], args: Sequence[object], reference: Ca
     label = f"{call}({describe_inputs(args)})"
     args = [guarded_copy(a) if guard_inputs and isinstance(a, torch.Tensor) else a for a in args]
     before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
-    with GuardedAllocations() as allocs, KernelLaunches() as launches:
-        try:
-            got = fn(*args)
-        except Exception as exc:  # the student's code failed: explain, don't dump Triton internals
-            restore_after_student_code()
-            raise CheckFailed(explain_exception(exc, label)) from None
-    restore_after_student_code()
-    if (require_kernel_default() if require_kernel is None else require_kernel) and launches.count == 0:
-        raise CheckFailed(f"{label} returned without launching a Triton kernel. The grader awards points "
-                          "only for results your Triton kernel computes (not PyTorch, NumPy or stored "
-                          "answers).")
-    wide = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    # The reference comes from copies taken before the call, so a kernel that writes into its inputs is
+    # reported as exactly that, not as wrong values.
+    wide = [b.to(torch.float64) if b is not None and b.is_floating_point() else (b if b is not None else a)
+            for a, b in zip(args, before)]
     expected = reference(*wide)
+    remote = getattr(fn, "remote_call", None)
+    allocation = None
+    if remote is not None:  # the grader's judge: the call runs in the student's sandboxed kernel
+        result_of_call = remote(list(args), label=label)
+        got, allocation, after = result_of_call.output, result_of_call.allocation, result_of_call.inputs_after
+    else:
+        with GuardedAllocations() as allocs, KernelLaunches() as launches:
+            try:
+                got = fn(*args)
+            except Exception as exc:  # the student's code failed: explain, don't dump Triton internals
+                restore_after_student_code()
+                raise CheckFailed(explain_exception(exc, label)) from None
+        restore_after_student_code()
+        if (require_kernel_default() if require_kernel is None else require_kernel) and launches.count == 0:
+            raise CheckFailed(f"{label} returned without launching a Triton kernel. The grader awards points "
+                              "only for results your Triton kernel computes (not PyTorch, NumPy or stored "
+                              "answers).")
+        after = [a for a in args if isinstance(a, torch.Tensor)]
+        if isinstance(got, torch.Tensor):
+            allocation = allocs.find(got)
     first = next((a for a in args if isinstance(a, torch.Tensor)), None)
     problems = []
     if not isinstance(got, torch.Tensor):
@@ -379,16 +391,23 @@ def check(fn: Callable[..., torch.Tensor], args: Sequence[object], reference: Ca
     if first is not None and got.dtype != first.dtype:
         problems.append(f"returned dtype {str(got.dtype).replace('torch.', '')}, expected "
                         f"{str(first.dtype).replace('torch.', '')} (the input's dtype)")
-    if first is not None and got.device != first.device:
+    if remote is None and first is not None and got.device != first.device:
         problems.append(f"returned a tensor on {got.device}, expected {first.device}")
     if problems:
         raise CheckFailed(f"{label} " + "; ".join(problems))
-    result = compare(got, expected, atol=atol, rtol=rtol, allocation=allocs.find(got))
+    if allocation is not None and allocation.view is not got:
+        allocation = allocation if allocation.view.data_ptr() == got.data_ptr() else None
+    result = compare(got, expected, atol=atol, rtol=rtol, allocation=allocation)
     if inputs_unchanged:
-        for i, (a, b) in enumerate(zip(args, before)):
-            if b is not None and not torch.equal(_bits(a) if a.is_floating_point() else a,
-                                                 _bits(b) if b.is_floating_point() else b):
-                result.notes.append(f"Input {i} was modified; kernels must leave their inputs untouched.")
+        tensors_before = [b for b in before if b is not None]
+        for i, (a, b) in enumerate(zip(after, tensors_before)):
+            a_view = a.to(b.device) if a.device != b.device else a
+            if not torch.equal(_bits(a_view) if a_view.is_floating_point() else a_view,
+                               _bits(b) if b.is_floating_point() else b):
+                changed = int((_bits(a_view) != _bits(b)).sum()) if a_view.is_floating_point() else -1
+                result.notes.append(f"Input {i} was modified by the call ({changed} element(s) changed); "
+                                    "kernels must leave their inputs untouched. (The expected values above "
+                                    "come from the inputs as they were before the call.)")
     if not result.ok or result.notes:
         report = describe(result)
         extra = [h.message for h in hints if _safe(h.applies, result, args)]

@@ -74,15 +74,44 @@ def timed_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[obj
 
 def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
                      *, fraction: float, points: float, what: str,
-                     correct_first: Callable[[], object] | None = None) -> float:
+                     correct_first: Callable[[], object] | None = None,
+                     reference: Callable[..., object] | None = None,
+                     tolerances: Callable[[object], tuple[float, float]] | None = None) -> float:
     """Points for reaching ``fraction`` of this GPU's copy bandwidth; 0 and NOT GRADED without a GPU.
 
     The last expression of a graded cell is its score (nbgrader's partial credit), so a hidden test ends
     with ``bandwidth_points(...)``. A kernel below target raises :class:`CheckFailed` with the numbers.
     ``correct_first`` (a check that raises on a wrong result) runs before timing: speed earns points
     only for a kernel that is right, so a fast kernel without masks cannot collect them.
+
+    Called by the grader's judge with the student's function as a proxy (``fn.remote_call``), the timing
+    runs in the student's sandboxed kernel on inputs drawn from secret keys, and every timed output is
+    checked against ``reference`` with ``tolerances`` (see :mod:`grader.judge_timing`).
     """
     __tracebackhide__ = True
+    if hasattr(fn, "remote_call"):
+        from grader.judge_timing import remote_bandwidth, timing_on_cpu
+
+        if current().interpreted and not timing_on_cpu():
+            print(f"{NOT_GRADED}: the bandwidth of {what} can only be measured on a CUDA GPU, and this run "
+                  f"used Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; "
+                  "the instructor grades it on a GPU.")
+            return 0.0
+        if reference is None or tolerances is None:
+            raise CheckFailed(f"{what}: this hidden test gives no reference to check the timed outputs with "
+                              "(a bug of the course, not of your code)")
+        if correct_first is not None:
+            try:
+                correct_first()
+            except CheckFailed as exc:
+                raise CheckFailed(f"{what}: bandwidth is graded only for a correct kernel, and this one "
+                                  f"is not:\n{exc}") from None
+        ceiling = copy_bandwidth() if not current().interpreted else 1.0
+        earned, verdict = remote_bandwidth(fn, make_inputs, nbytes, fraction=fraction if not current().interpreted
+                                           else 0.0, points=points, what=what, ceiling=ceiling,
+                                           reference=reference, tolerances=tolerances)
+        print(verdict)
+        return earned
     if current().interpreted:
         print(f"{NOT_GRADED}: the bandwidth of {what} can only be measured on a CUDA GPU, and this run "
               f"used Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; "

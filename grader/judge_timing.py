@@ -1,0 +1,219 @@
+"""Speed points, decided by the judge on verified work (the judge's end of :mod:`utils.timing_harness`).
+
+One timed round of a student's function:
+
+1. **Fresh inputs for every call.** ``calls`` input sets (plus a warm-up set) are drawn in the student's
+   kernel from per-call keys derived from the secret seed; a key says nothing about the next one. No
+   two timed calls see the same inputs, so a cache keyed on inputs, addresses or call counts cannot hit.
+2. **Two clocks.** The kernel reports the loop's time from CUDA events; the judge times the same request
+   with its own clock, less the round trip of an empty request measured just before. They must agree
+   within :data:`CLOCK_TOLERANCE` of the judge's time plus :data:`CLOCK_SLACK_MS`: the round trip of a
+   request (a Jupyter message each way, a file, a synchronisation) varies by well under a millisecond
+   between two requests, and a timed loop lasts tens of milliseconds or more. A disagreement is
+   reported and earns nothing.
+3. **Every timed output checked.** After the loop the judge sends a challenge key, never seen before,
+   and the kernel answers with block fingerprints of *every* output (:func:`utils.timing_harness.fingerprints`)
+   and one whole output, picked by the judge. The judge re-draws the inputs from the same keys, computes
+   the reference in float64 and compares: the whole output element by element, every fingerprint within
+   the bound that the element tolerances imply. A skipped, cached, stale or wrong call fails here.
+4. **The work is the kernel's.** The operators and launches of the timed loop are held to
+   :func:`grader.judge.work_problems`, as every correctness call is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from grader.judge import JudgeSession, StudentFunction, work_problems
+from utils.checks import CheckFailed, compare, describe
+from utils.harness import NAMES, load_tensor
+from utils.timing_harness import BLOCK, build_args, fingerprints
+
+CLOCK_TOLERANCE = 0.05
+CLOCK_SLACK_MS = 2.0
+#: Set in the course's own tests to run the timing protocol under the interpreter (its numbers mean nothing).
+TIME_ON_CPU_ENV = "COURSE_JUDGE_TIME_ON_CPU"
+
+
+def _request(session: JudgeSession, payload: dict[str, Any], timeout_s: float) -> tuple[dict[str, Any], float, Any]:
+    session.calls += 1
+    folder = session.transport.exchange / f"time-{session.calls}"
+    folder.mkdir(parents=True)
+    session.transport.prepare(folder)
+    (folder / "request.json").write_text(json.dumps({"mode": "time", "device": session.transport.device, **payload}))
+    session.in_flight = payload.get("label", payload.get("fn", "a timed call"))
+    t0 = time.perf_counter()
+    session.transport.run(folder, timeout_s)
+    wall = (time.perf_counter() - t0) * 1e3
+    session.in_flight = None
+    try:
+        resp = json.loads((folder / "response.json").read_text())
+        if not isinstance(resp, dict):
+            raise ValueError
+    except (OSError, ValueError):
+        shutil.rmtree(folder, ignore_errors=True)
+        raise CheckFailed(f"{payload.get('label')}: the notebook gave no readable answer to the grader's timing "
+                          "request") from None
+    return resp, wall, folder
+
+
+def _specs(templates: Sequence[Any]) -> list[dict[str, Any]]:
+    specs = []
+    for t in templates:
+        if isinstance(t, torch.Tensor):
+            specs.append({"kind": "tensor", "shape": list(t.shape), "dtype": NAMES[t.dtype]})
+        else:
+            specs.append({"kind": "value", "value": t})
+    return specs
+
+
+def calls_for(bytes_per_call: int, device: str) -> int:
+    """How many distinct input sets fit: at most half the free GPU memory (or 16 GB), between 4 and 24."""
+    if device.startswith("cuda"):
+        free, _ = torch.cuda.mem_get_info()
+        budget = min(free // 2, 16 << 30)
+    else:
+        budget = 256 << 20
+    return int(max(4, min(24, budget // max(1, bytes_per_call))))
+
+
+def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
+                tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str, round_no: int = 0,
+                timeout_s: float = 300.0) -> tuple[float, int]:
+    """One verified timed loop; returns (milliseconds per call, calls). Raises CheckFailed on any doubt."""
+    session = fn.session
+    device = session.transport.device
+    specs = _specs(templates)
+    out_bytes = max((t.numel() * t.element_size() for t in templates if isinstance(t, torch.Tensor)), default=0)
+    in_bytes = sum(t.numel() * t.element_size() for t in templates if isinstance(t, torch.Tensor))
+    calls = calls_for(in_bytes + out_bytes, device)
+    keys = [session.seed.key("time", what, round_no, i) for i in range(calls)]
+    folders = []
+    try:
+        resp, _, f = _request(session, {"step": "prepare", "fn": fn.__name__, "label": what, "args": specs,
+                                        "keys": keys, "warm_key": session.seed.key("warm", what, round_no)},
+                              timeout_s)
+        folders.append(f)
+        if resp.get("status") != "ok":
+            raise CheckFailed(f"{what}: {str(resp.get('error', 'the function failed before timing'))[:2000]}")
+        overheads = []
+        for _ in range(3):
+            _, wall, f = _request(session, {"step": "noop", "label": what}, timeout_s)
+            folders.append(f)
+            overheads.append(wall)
+        overhead = sorted(overheads)[1]
+        resp, wall, f = _request(session, {"step": "run", "label": what}, timeout_s)
+        folders.append(f)
+        reported = float(resp.get("elapsed_ms", -1.0))
+        judged = max(0.0, wall - overhead)
+        evidence = {"launches": resp.get("launches", 0), "ops": resp.get("ops", {}),
+                    "unknown_copies": resp.get("unknown_copies", 0)}
+        problems = work_problems(evidence, True)
+        if int(resp.get("launches", 0)) < calls:
+            problems.append(f"launched a Triton kernel only {resp.get('launches', 0)} times in {calls} timed calls: "
+                            "every call must compute its result with your kernel (no cached or skipped calls).")
+        if not resp.get("written_by_launch", False) or not resp.get("tensors", False):
+            problems.append("returned, while timed, tensors that no Triton launch received.")
+        if int(resp.get("distinct_outputs", 0)) < calls:
+            problems.append("returned the same output tensor for different timed calls.")
+        if problems:
+            raise CheckFailed(f"{what}: " + " ".join(problems))
+        if not (reported > 0 and abs(reported - judged) <= CLOCK_TOLERANCE * judged + CLOCK_SLACK_MS):
+            raise CheckFailed(f"{what}: the notebook reported {reported:.3f} ms for the timed loop, but the grader's "
+                              f"own clock measured {judged:.3f} ms. Timings that disagree earn no points.")
+        challenge = session.seed.key("challenge", what, round_no)
+        pick = session.seed.key("pick", what, round_no) % calls
+        resp, _, f = _request(session, {"step": "verify", "label": what, "challenge": challenge, "pick": pick},
+                              timeout_s)
+        folders.append(f)
+        _verify(session, fn.__name__, specs, keys, reference, tolerances, resp, f, challenge, pick, what)
+        return reported / calls, calls
+    finally:
+        for f in folders:
+            shutil.rmtree(f, ignore_errors=True)
+
+
+def _verify(session: JudgeSession, name: str, specs: list[dict[str, Any]], keys: list[int],
+            reference: Callable[..., torch.Tensor], tolerances: Callable[[torch.dtype], tuple[float, float]],
+            resp: dict[str, Any], folder, challenge: int, pick: int, what: str) -> None:
+    device = session.transport.device
+    judge_device = device if (not device.startswith("cuda") or torch.cuda.is_available()) else "cpu"
+    shape = resp.get("fingerprints") or {}
+    rows, cols = int(shape.get("rows", -1)), int(shape.get("cols", -1))
+    raw = (folder / "fingerprints.bin").read_bytes() if (folder / "fingerprints.bin").is_file() else b""
+    if rows != len(keys) or cols < 0 or len(raw) != rows * cols * 8:
+        raise CheckFailed(f"{what}: the notebook did not return a fingerprint of every timed output")
+    got_fp = torch.frombuffer(bytearray(raw), dtype=torch.float64).view(rows, cols) if raw else torch.empty(rows, 0)
+    dtype = next(torch.empty(0, dtype=getattr(torch, s["dtype"])).dtype for s in specs if s["kind"] == "tensor")
+    atol, rtol = tolerances(dtype)
+    wrong_calls = []
+    for i, key in enumerate(keys):
+        args = build_args(specs, key, judge_device)
+        wide = [a.to(torch.float64) if isinstance(a, torch.Tensor) else a for a in args]
+        expected = reference(*wide)
+        ref_fp = fingerprints([expected], challenge, judge_device)[0].cpu()
+        g = torch.Generator(device=judge_device)
+        g.manual_seed(int(challenge))
+        w = torch.randn(BLOCK, generator=g, device=judge_device, dtype=torch.float64).abs()
+        flat = expected.reshape(-1).abs()
+        pad = (-flat.numel()) % BLOCK
+        if pad:
+            flat = torch.cat([flat, flat.new_zeros(pad)])
+        bound = (atol * w.sum() + rtol * (flat.view(-1, BLOCK) @ w)).cpu() * (1 + 1e-9) + 1e-12
+        if ref_fp.numel() != cols:
+            raise CheckFailed(f"{what}: timed call {i + 1} returned {cols * BLOCK} elements' worth of output, "
+                              f"expected {expected.numel()}")
+        diff = (got_fp[i] - ref_fp).abs()
+        bad = ~(diff <= bound) & ~(torch.isnan(got_fp[i]) & torch.isnan(ref_fp))
+        if bool(bad.any()):
+            first = int(torch.nonzero(bad)[0])
+            wrong_calls.append(f"call {i + 1} (elements {first * BLOCK}..{(first + 1) * BLOCK - 1} and "
+                               f"{int(bad.sum()) - 1} more block(s))")
+        if i == pick:
+            spec = resp.get("picked")
+            if not spec:
+                raise CheckFailed(f"{what}: the notebook did not return the timed output the grader asked for")
+            got = load_tensor(spec, folder, device="cpu")
+            if tuple(got.shape) != tuple(expected.shape):
+                raise CheckFailed(f"{what}: timed call {i + 1} returned shape {tuple(got.shape)}, expected "
+                                  f"{tuple(expected.shape)}")
+            c = compare(got, expected.cpu(), atol=atol, rtol=rtol)
+            if not c.ok:
+                raise CheckFailed(f"{what}: the output of timed call {i + 1} (size of the benchmark) is wrong:\n"
+                                  + describe(c))
+        del args, wide, expected
+    if wrong_calls:
+        raise CheckFailed(f"{what}: {len(wrong_calls)} of {len(keys)} timed calls returned a wrong result: "
+                          + "; ".join(wrong_calls[:4]) + ". Speed counts only for correct results, every call.")
+
+
+def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any]], nbytes: int, *,
+                     fraction: float, points: float, what: str, ceiling: float,
+                     reference: Callable[..., torch.Tensor],
+                     tolerances: Callable[[torch.dtype], tuple[float, float]]) -> tuple[float, str]:
+    """(points, verdict line) for the student's function through verified timed rounds (best of three)."""
+    templates = list(make_inputs())
+    best = 0.0
+    for round_no in range(3):
+        ms, _ = timed_round(fn, templates, reference, tolerances, what=what, round_no=round_no)
+        best = max(best, nbytes / (ms * 1e-3) / 1e9)
+        if best >= fraction * ceiling:
+            break
+    target = fraction * ceiling
+    verdict = (f"{what}: {best:,.0f} GB/s; target {fraction:.0%} of this GPU's copy bandwidth "
+               f"({ceiling:,.0f} GB/s) = {target:,.0f} GB/s")
+    if best < target:
+        raise CheckFailed(verdict + ". Count the bytes your kernel moves: is anything read or written twice, "
+                          "or are the blocks too small to keep the memory system busy?")
+    return float(points), verdict + ": passed"
+
+
+def timing_on_cpu() -> bool:
+    return os.environ.get(TIME_ON_CPU_ENV) == "1"

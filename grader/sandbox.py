@@ -1,0 +1,235 @@
+"""The operating-system sandbox in which a submission's code runs (bubblewrap, from Debian's package).
+
+A submission runs as a Jupyter kernel inside ``bwrap``. What the kernel sees is built from nothing:
+
+* read-only: the system (``/usr``, ``/lib*``, ``/bin``, ``/etc``), the Python installation and virtual
+  environment the grader runs in, and a copy of the course's ``utils/`` package (nothing else of the
+  course: no ``solutions/``, no ``grader/``, no tests, no gradebook, no other submission, no output folder);
+* writable: a private ``/tmp`` and ``HOME`` (empty tmpfs), and one exchange folder through which the
+  judge sends inputs and reads outputs (and the kernel's ZeroMQ sockets live, as ``ipc`` transport),
+  mounted at the same path as outside so that both ends name its files alike;
+* devices: a minimal ``/dev``, plus the NVIDIA device files when the machine has them;
+* namespaces: its own PID, network (no network at all), IPC, UTS and mount namespaces; the whole process
+  tree dies with bwrap (``--die-with-parent``, and PID 1 of the namespace takes every process with it).
+
+When the grader runs as root, the kernel runs as an unprivileged user of its own (one uid per concurrent
+sandbox, so that process limits are not shared), with no capabilities and ``no_new_privs``. Limits are set
+with ``prlimit`` (processes, file size, open files, CPU seconds; address space on a machine without a GPU,
+where it does not break CUDA's large reservations) and, where the machine lets the grader create one, a
+memory cgroup per sandbox. :func:`probe` tells whether a sandbox can be made here, and why not.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.course import REPO_ROOT
+
+#: First uid used for sandboxed kernels when the grader runs as root; slot ``i`` runs as ``BASE_UID + i``.
+BASE_UID = 61000
+#: Where the sandbox sees the course's helpers and the exchange folder.
+COURSE_MOUNT = "/course"
+HOME_IN_SANDBOX = "/tmp/home"
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox cannot be made on this machine; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps on one sandbox (per submission)."""
+
+    processes: int = 512            # RLIMIT_NPROC of the sandbox's own uid (threads count)
+    file_bytes: int = 2 << 30       # RLIMIT_FSIZE: the largest file it may write
+    open_files: int = 4096          # RLIMIT_NOFILE
+    cpu_seconds: int = 3600         # RLIMIT_CPU
+    memory_bytes: int = 24 << 30    # memory cgroup (or RLIMIT_AS without a GPU)
+
+
+@functools.cache
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def _gpu_device_files() -> list[str]:
+    return sorted(set(glob.glob("/dev/nvidia*")) | set(glob.glob("/dev/dri/*")))
+
+
+def _python_roots() -> list[str]:
+    """Folders the interpreter and its packages live in (read-only inside)."""
+    roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), sys.prefix, sys.base_prefix}
+    exe = os.path.realpath(sys.executable)
+    roots.add(os.path.dirname(os.path.dirname(exe)))
+    return sorted(r for r in roots if r and os.path.isdir(r) and r not in ("/", "/usr"))
+
+
+class MemoryCgroup:
+    """A memory cgroup (v2, or v1's memory controller) for one sandbox, if the machine lets us make one."""
+
+    def __init__(self, name: str, limit: int):
+        self.path: Path | None = None
+        for base, limit_file in ((Path("/sys/fs/cgroup"), "memory.max"),
+                                 (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes")):
+            if not (base / "cgroup.procs").exists() or (base == Path("/sys/fs/cgroup") and
+                                                       not (base / "cgroup.controllers").exists()):
+                continue
+            try:
+                path = base / name
+                path.mkdir(exist_ok=True)
+                (path / limit_file).write_text(str(limit))
+                self.path = path
+                break
+            except OSError:
+                continue
+
+    @property
+    def procs_file(self) -> str | None:
+        return str(self.path / "cgroup.procs") if self.path else None
+
+    def remove(self) -> None:
+        if self.path is None:
+            return
+        try:
+            for pid in (self.path / "cgroup.procs").read_text().split():
+                try:
+                    os.kill(int(pid), 9)
+                except (ProcessLookupError, ValueError):
+                    pass
+            self.path.rmdir()
+        except OSError:
+            pass
+
+
+@dataclass
+class Sandbox:
+    """One submission's sandbox: a private staging folder, and the command that wraps a kernel in bwrap."""
+
+    slot: int
+    staging: Path
+    limits: Limits = field(default_factory=Limits)
+    gpu: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.course = self.staging / "course"
+        self.exchange = self.staging / "exchange"
+        if self.staging.exists():
+            shutil.rmtree(self.staging)
+        self.course.mkdir(parents=True)
+        self.exchange.mkdir()
+        shutil.copytree(REPO_ROOT / "utils", self.course / "utils",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for p in (self.staging, self.course):
+            os.chmod(p, 0o755)
+        for p in self.course.rglob("*"):
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        self.uid = BASE_UID + self.slot if os.geteuid() == 0 else None
+        if self.uid is not None:
+            os.chown(self.exchange, self.uid, self.uid)
+        os.chmod(self.exchange, 0o700)
+        self.cgroup = MemoryCgroup(f"course-sandbox-{os.getpid()}-{self.slot}", self.limits.memory_bytes)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """``argv`` (run inside) wrapped in bwrap, the privilege drop and the limits."""
+        bwrap = bwrap_path()
+        if bwrap is None:
+            raise SandboxUnavailable(unavailable_reason() or "bwrap is not installed")
+        cmd = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+               "--unshare-uts", "--hostname", "sandbox"]
+        if self.uid is None:
+            cmd += ["--unshare-user"]
+        binds = [("--ro-bind", d) for d in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+                 if os.path.exists(d)]
+        binds += [("--ro-bind", root) for root in _python_roots()]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--tmpfs", "/tmp"]
+        made: set[str] = set()
+        for _, target in binds + [("--bind", str(self.exchange))]:
+            # bwrap makes missing parents with mode 0700, which the sandbox's own uid could not traverse
+            for parent in reversed(Path(target).parents):
+                if str(parent) != "/" and str(parent) not in made:
+                    made.add(str(parent))
+                    cmd += ["--perms", "0755", "--dir", str(parent)]
+        for flag, target in binds:
+            cmd += [flag, target, target]
+        cmd += ["--perms", "01777", "--dir", HOME_IN_SANDBOX, "--ro-bind", str(self.course), COURSE_MOUNT,
+                "--bind", str(self.exchange), str(self.exchange), "--chdir", "/tmp"]
+        if self.gpu:
+            for dev in _gpu_device_files():
+                cmd += ["--dev-bind", dev, dev]
+            if os.path.isdir("/sys"):
+                cmd += ["--ro-bind", "/sys", "/sys"]
+        env = {"HOME": HOME_IN_SANDBOX, "PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin",
+               "PYTHONPATH": COURSE_MOUNT, "TMPDIR": "/tmp", "MPLBACKEND": "Agg", "PYTHONNOUSERSITE": "1",
+               "TRITON_CACHE_DIR": f"{HOME_IN_SANDBOX}/.triton", "MPLCONFIGDIR": f"{HOME_IN_SANDBOX}/.mpl",
+               "JUPYTER_RUNTIME_DIR": str(self.exchange), "LANG": "C.UTF-8"}
+        env.update(self.env)
+        cmd += ["--clearenv"]
+        for k, v in sorted(env.items()):
+            cmd += ["--setenv", k, v]
+        cmd += ["--"]
+        if self.uid is not None:
+            cmd += [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={self.uid}", f"--regid={self.uid}",
+                    "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+        lim = self.limits
+        rl = [f"--nproc={lim.processes}", f"--fsize={lim.file_bytes}", f"--nofile={lim.open_files}",
+              f"--cpu={lim.cpu_seconds}", "--core=0"]
+        if not self.gpu and self.cgroup.path is None:
+            rl.append(f"--as={lim.memory_bytes}")
+        cmd += [shutil.which("prlimit") or "/usr/bin/prlimit", *rl, "--", *argv]
+        return cmd
+
+    def attach(self, pid: int) -> None:
+        """Put a freshly started sandbox process (and so its whole tree) in this sandbox's memory cgroup."""
+        if self.cgroup.procs_file:
+            try:
+                Path(self.cgroup.procs_file).write_text(str(pid))
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.cgroup.remove()
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def describe(self) -> str:
+        who = f"uid {self.uid}" if self.uid is not None else "a user namespace"
+        mem = "a memory cgroup" if self.cgroup.path else ("RLIMIT_AS" if not self.gpu else "no memory cap")
+        return f"bubblewrap sandbox ({who}, no network, {mem})"
+
+
+_PROBE_LOCK = threading.Lock()
+
+
+@functools.cache
+def unavailable_reason() -> str | None:
+    """None if a sandbox can be made here; else one sentence saying why not and what to do."""
+    if sys.platform != "linux":
+        return "the sandbox needs Linux (bubblewrap); grade on a Linux machine"
+    if bwrap_path() is None:
+        return ("bubblewrap is not installed: `sudo apt-get install bubblewrap` (Debian/Ubuntu), "
+                "or pass --unsandboxed to grade without it (every record then says so)")
+    import tempfile
+
+    with _PROBE_LOCK, tempfile.TemporaryDirectory(prefix="course-probe-") as tmp:
+        os.chmod(tmp, 0o755)
+        box = Sandbox(slot=999, staging=Path(tmp) / "box", gpu=False)
+        try:
+            proc = subprocess.run(box.wrap([sys.executable, "-c", "import os; print(os.getuid())"]),
+                                  capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap could not start a sandbox here ({exc})"
+        finally:
+            box.close()
+    if proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return (f"bubblewrap could not start a sandbox here: {err[0]}. On Ubuntu 24.04, unprivileged user "
+                "namespaces are restricted by AppArmor: run the grader as root (sudo), or pass --unsandboxed")
+    return None

@@ -1,0 +1,251 @@
+"""The grader's end of a call into a student's notebook: runs inside the student's (sandboxed) kernel.
+
+The judge (``grader.judge``, in another process) never runs student code and never sends test code: it
+writes a *request* into the exchange folder (which function, and its arguments as raw bytes) and runs
+``utils.harness.serve(folder)`` in the kernel. :func:`serve` rebuilds the arguments, calls the student's
+function, and writes back plain data: the output's bytes, the arguments' bytes after the call, and
+*evidence* about the call (Triton launches, the PyTorch operators it ran, where its output came from).
+
+Everything written here is untrusted by construction -- the student's code runs in this process and can
+change this module -- so the judge checks every byte against its own inputs and reference, and treats
+the evidence only as evidence. A request for a timed loop (:func:`serve` with ``mode="time"``) makes its
+inputs from per-call keys (:func:`make_tensor`), which the judge can reproduce.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+          "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
+          "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool}
+NAMES = {v: k for k, v in DTYPES.items()}
+#: Python values that cross the boundary as JSON.
+PLAIN = (bool, int, float, str, type(None))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tensors as bytes
+# ---------------------------------------------------------------------------------------------------
+
+def tensor_spec(t: torch.Tensor, folder: Path, name: str) -> dict[str, Any]:
+    """Write ``t``'s whole storage to ``folder/name.bin``; return how to rebuild the view on it."""
+    storage = t.untyped_storage()
+    n = storage.nbytes() // t.element_size()
+    base = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (n,), (1,))
+    raw = base.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
+    (folder / f"{name}.bin").write_bytes(raw)
+    return {"kind": "tensor", "file": f"{name}.bin", "dtype": NAMES.get(t.dtype, str(t.dtype)),
+            "shape": list(t.shape), "stride": list(t.stride()), "offset": t.storage_offset(), "numel": n,
+            "device": str(t.device)}
+
+
+def load_tensor(spec: dict[str, Any], folder: Path, device: torch.device | str | None = None) -> torch.Tensor:
+    """The view ``spec`` describes, on ``device`` (default: the one it names)."""
+    dtype = DTYPES[spec["dtype"]]
+    raw = (folder / spec["file"]).read_bytes()
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    if len(raw) != spec["numel"] * itemsize:
+        raise ValueError(f"{spec['file']}: {len(raw)} bytes, expected {spec['numel'] * itemsize}")
+    base = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype) if raw else torch.empty(0, dtype=dtype)
+    base = base.to(device or spec["device"])
+    return base.as_strided(spec["shape"], spec["stride"], spec["offset"])
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, PLAIN):
+        return value
+    if isinstance(value, (list, tuple)) and depth < 4 and len(value) <= 10_000:
+        return [_plain(v, depth + 1) for v in value]
+    raise TypeError(type(value).__name__)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Evidence: which PyTorch operators a call ran outside its Triton launches, and where its output came from
+# ---------------------------------------------------------------------------------------------------
+
+_STATE = threading.local()
+
+
+def inside_launch() -> bool:
+    return getattr(_STATE, "launch_depth", 0) > 0
+
+
+class OperatorLog:
+    """Context manager recording the ATen operators run outside Triton launches, and data provenance.
+
+    ``ops`` counts operators by name. ``storages`` are the data pointers this call may legitimately
+    produce an output from: its inputs, fresh allocations, views and copies of those, and buffers passed
+    to a Triton launch. ``unknown_copies`` counts copies whose source is none of these (a tensor built from
+    NumPy or Python, say).
+    """
+
+    FRESH = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+             "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full"}
+    COPIES = {"copy_", "_to_copy", "clone", "contiguous", "to"}
+
+    def __init__(self, inputs: list[torch.Tensor]):
+        self.ops: dict[str, int] = {}
+        self.known: set[int] = {t.untyped_storage().data_ptr() for t in inputs}
+        self.unknown_copies = 0
+        self._mode = None
+
+    def note_launch_args(self, args: tuple) -> None:
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                self.known.add(a.untyped_storage().data_ptr())
+
+    def __enter__(self) -> "OperatorLog":
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        log = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                if inside_launch():
+                    return out
+                name = func.overloadpacket.__name__
+                log.ops[name] = log.ops.get(name, 0) + 1
+                if name in log.COPIES:
+                    src = args[1] if name == "copy_" else args[0]
+                    if isinstance(src, torch.Tensor) and src.device.type != "meta" and \
+                            src.untyped_storage().data_ptr() not in log.known:
+                        log.unknown_copies += 1
+                if name in log.FRESH or name in log.COPIES or name in ("fill_", "zero_") or _is_view(func):
+                    for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                        if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                            log.known.add(t.untyped_storage().data_ptr())
+                return out
+
+        self._mode = _Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._mode.__exit__(*exc)
+
+
+def _is_view(func) -> bool:
+    try:
+        return bool(func._schema.returns) and any(r.alias_info is not None for r in func._schema.returns)
+    except Exception:
+        return False
+
+
+class _Launches:
+    """Counts Triton launches and keeps the operator log out of them (see utils.integrity)."""
+
+    def __init__(self, log: OperatorLog):
+        self.log = log
+        self.count = 0
+        self.written: set[int] = set()
+        self._saved: list[tuple[type, Any]] = []
+
+    def __enter__(self) -> "_Launches":
+        from utils.integrity import _launch_classes
+
+        for cls in _launch_classes():
+            original = cls.__dict__.get("run")
+            if original is None:
+                continue
+            self._saved.append((cls, original))
+
+            def run(fn_self, *args, _original=original, **kwargs):
+                if not kwargs.get("warmup", False):
+                    self.count += 1
+                    self.log.note_launch_args(args + tuple(kwargs.values()))
+                    for a in args + tuple(kwargs.values()):
+                        if isinstance(a, torch.Tensor):
+                            self.written.add(a.untyped_storage().data_ptr())
+                _STATE.launch_depth = getattr(_STATE, "launch_depth", 0) + 1
+                try:
+                    return _original(fn_self, *args, **kwargs)
+                finally:
+                    _STATE.launch_depth -= 1
+
+            setattr(cls, "run", run)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for cls, original in reversed(self._saved):
+            setattr(cls, "run", original)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Serving one request
+# ---------------------------------------------------------------------------------------------------
+
+def _namespace() -> dict[str, Any]:
+    return vars(sys.modules["__main__"])
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _respond(folder: Path, response: dict[str, Any]) -> None:
+    (folder / "response.json").write_text(json.dumps(response))
+
+
+def serve(folder: str) -> None:
+    """Answer the request in ``folder`` (``request.json``) with ``response.json`` and data files."""
+    path = Path(folder)
+    req = json.loads((path / "request.json").read_text())
+    if req.get("mode") == "time":
+        from utils.timing_harness import serve_timing
+
+        return serve_timing(path, req)
+    fn = _namespace().get(req["fn"])
+    if fn is None or not callable(fn):
+        return _respond(path, {"status": "missing", "error": f"the notebook defines no function `{req['fn']}`"})
+    args, tensors = [], []
+    for a in req["args"]:
+        if a["kind"] == "tensor":
+            t = load_tensor(a, path)
+            args.append(t)
+            tensors.append(t)
+        else:
+            args.append(a["value"])
+    kwargs = {k: v["value"] for k, v in req.get("kwargs", {}).items()}
+    from utils.checks import GuardedAllocations, explain_exception
+
+    log = OperatorLog(tensors)
+    launches = _Launches(log)
+    try:
+        with GuardedAllocations() as allocs, launches, log:
+            got = fn(*args, **kwargs)
+        _sync(req.get("device", "cpu"))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the student's code failed: explain it in words, no Triton internals
+        return _respond(path, {"status": "raised", "error": explain_exception(exc, req.get("label", req["fn"])),
+                               "exception": type(exc).__name__, "launches": launches.count, "ops": log.ops})
+    response: dict[str, Any] = {"status": "ok", "launches": launches.count, "ops": log.ops,
+                                "unknown_copies": log.unknown_copies}
+    if isinstance(got, torch.Tensor):
+        g = allocs.find(got)
+        same_view = g is not None and got.storage_offset() == g.pad and tuple(got.shape) == tuple(g.view.shape) \
+            and tuple(got.stride()) == tuple(g.view.stride())
+        response["output"] = tensor_spec(got, path, "output")
+        response["output"]["guard_pad"] = g.pad if same_view else None
+        ptr = got.untyped_storage().data_ptr()
+        response["output"]["written_by_launch"] = ptr in launches.written
+        response["output"]["known_origin"] = ptr in log.known or g is not None
+        response["output"]["is_input"] = any(ptr == t.untyped_storage().data_ptr() for t in tensors)
+        response["output"]["exact_type"] = type(got) is torch.Tensor
+    else:
+        try:
+            response["output"] = {"kind": "value", "value": _plain(got)}
+        except TypeError as exc:
+            response["output"] = {"kind": "unsupported", "type": str(exc)}
+    response["inputs"] = [tensor_spec(t, path, f"input{i}") for i, t in enumerate(tensors)]
+    _respond(path, response)

@@ -1,0 +1,129 @@
+"""The student's end of a timed loop (see :mod:`grader.judge_timing`); runs inside the sandboxed kernel.
+
+Three requests, each answered with plain data that the judge verifies:
+
+* ``prepare``: make ``calls`` input sets from per-call keys (:func:`make_tensor`, reproducible by the
+  judge), plus one warm-up set, and call the function once on the warm-up set (compilation, autotuning);
+* ``run``: call the function once per set, back to back, between two CUDA events, keeping every output;
+  report the events' time. The judge times the same request with its own clock;
+* ``verify``: for a challenge key sent only now, return block fingerprints of every output (one dot
+  product per block of :data:`BLOCK` elements with random weights) and one whole output picked by the
+  judge; then free everything.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from utils.harness import DTYPES, OperatorLog, _Launches, _namespace, tensor_spec
+
+#: Elements per fingerprint block.
+BLOCK = 4096
+_STATE: dict[str, Any] = {}
+
+
+def make_tensor(spec: dict[str, Any], key: int, device: str) -> torch.Tensor:
+    """A contiguous tensor of ``spec``'s shape and dtype, standard-normal values drawn from ``key``."""
+    g = torch.Generator(device=device)
+    g.manual_seed(int(key))
+    t = torch.randn(spec["shape"], generator=g, device=device, dtype=torch.float32)
+    scale = float(spec.get("scale", 1.0))
+    if scale != 1.0:
+        t = t * scale
+    if spec.get("positive"):
+        t = t.abs() + 0.5
+    return t.to(DTYPES[spec["dtype"]])
+
+
+def build_args(arg_specs: list[dict[str, Any]], key: int, device: str) -> list[Any]:
+    out = []
+    for j, a in enumerate(arg_specs):
+        out.append(make_tensor(a, key * 31 + j, device) if a["kind"] == "tensor" else a["value"])
+    return out
+
+
+def fingerprints(outputs: list[torch.Tensor], challenge: int, device: str) -> torch.Tensor:
+    """float64 [len(outputs), blocks]: each output, flattened and zero-padded, dotted blockwise with weights."""
+    g = torch.Generator(device=device)
+    g.manual_seed(int(challenge))
+    w = torch.randn(BLOCK, generator=g, device=device, dtype=torch.float64)
+    rows = []
+    for out in outputs:
+        flat = out.detach().reshape(-1).to(torch.float64)
+        pad = (-flat.numel()) % BLOCK
+        if pad:
+            flat = torch.cat([flat, flat.new_zeros(pad)])
+        rows.append(flat.view(-1, BLOCK) @ w)
+    return torch.stack(rows)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def serve_timing(path: Path, req: dict[str, Any]) -> None:
+    step, device = req["step"], req.get("device", "cpu")
+    resp: dict[str, Any] = {"status": "ok"}
+    if step == "noop":
+        _sync(device)
+    elif step == "prepare":
+        _STATE.clear()
+        fn = _namespace().get(req["fn"])
+        if fn is None or not callable(fn):
+            resp = {"status": "missing", "error": f"the notebook defines no function `{req['fn']}`"}
+        else:
+            _STATE["fn"] = fn
+            _STATE["sets"] = [build_args(req["args"], k, device) for k in req["keys"]]
+            warm = build_args(req["args"], req["warm_key"], device)
+            try:
+                fn(*warm)
+                _sync(device)
+            except Exception as exc:
+                from utils.checks import explain_exception
+
+                resp = {"status": "raised", "error": explain_exception(exc, req.get("label", req["fn"]))}
+            del warm
+    elif step == "run":
+        fn, sets = _STATE["fn"], _STATE["sets"]
+        flat_inputs = [a for s in sets for a in s if isinstance(a, torch.Tensor)]
+        log = OperatorLog(flat_inputs)
+        launches = _Launches(log)
+        outs = []
+        _sync(device)
+        with launches, log:
+            if device.startswith("cuda"):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for s in sets:
+                    outs.append(fn(*s))
+                end.record()
+                end.synchronize()
+                elapsed = start.elapsed_time(end)
+            else:
+                t0 = time.perf_counter()
+                for s in sets:
+                    outs.append(fn(*s))
+                elapsed = (time.perf_counter() - t0) * 1e3
+        _STATE["outs"] = outs
+        ptrs = {o.untyped_storage().data_ptr() for o in outs if isinstance(o, torch.Tensor)}
+        resp.update(elapsed_ms=elapsed, launches=launches.count, ops=log.ops, unknown_copies=log.unknown_copies,
+                    distinct_outputs=len(ptrs), tensors=all(type(o) is torch.Tensor for o in outs),
+                    written_by_launch=all(o.untyped_storage().data_ptr() in launches.written
+                                          for o in outs if isinstance(o, torch.Tensor)))
+    elif step == "verify":
+        outs = _STATE.get("outs", [])
+        fp = fingerprints(outs, req["challenge"], device)
+        (path / "fingerprints.bin").write_bytes(fp.cpu().contiguous().numpy().tobytes())
+        resp["fingerprints"] = {"rows": fp.shape[0], "cols": fp.shape[1]}
+        pick = int(req["pick"])
+        resp["picked"] = tensor_spec(outs[pick].contiguous(), path, "picked") if pick < len(outs) else None
+        _STATE.clear()
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    (path / "response.json").write_text(json.dumps(resp))
