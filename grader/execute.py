@@ -22,6 +22,7 @@ run here, in the judge.
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import os
 import shutil
@@ -202,10 +203,10 @@ class CourseExecute(Execute):
             if not replay:
                 self._judge_cell(cell, index)
             return
-        target = cell.copy() if replay else cell
-        if replay:
-            target = NotebookNode(json.loads(json.dumps(cell)))
+        target = copy.deepcopy(cell) if replay else cell
         self.preprocess_cell(target, resources, index)
+        if replay:
+            self.nb.cells[index] = cell  # nbclient put the replayed copy in its place
         if not replay and index in self._truncated:
             cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=(
                 f"... output cut at {self.max_output_bytes:,} bytes by the grader ...\n")))

@@ -29,30 +29,57 @@ def chapter_params():
 
 def run_with_answers(chapter: str, student: str) -> dict[str, str]:
     """Execute a chapter's solution notebook in this process with ``student``'s answer cells (from
-    tests/submissions/) in place of the solution cells; return each graded test's outcome: "passed" or
-    the error it raised. Much faster than nbgrader, for checking that each example mistake fails the
-    test it should; the chapters' tests still send some submissions through real autograde."""
+    tests/submissions/) in place of the solution cells, then run every hidden test through the grader's
+    judge (:mod:`grader.judge`: the tests see only the ``judge`` cells and proxies of the graded
+    functions, exactly as when grading); return each test's outcome: "passed" or the error it raised.
+
+    Much faster than nbgrader (no kernel, no sandbox: the judge calls the harness in this process), for
+    checking that each example mistake fails the test it should; the chapters' tests still send some
+    submissions through real autograde."""
+    import tempfile
+
     import nbformat
 
     from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook
     from grader.examples import answer_source, parse_answers
+    from grader.execute import graded_functions, is_judge_cell, is_test, submitted_kernels
+    from grader.judge import InProcessTransport, JudgeSession, run_test_cell
 
     answers = parse_answers((EXAMPLE_SUBMISSIONS / chapter / f"{student}.py").read_text())
     nb = nbformat.read(solution_notebook(chapter), as_version=4)
+    source = nbformat.read(solution_notebook(chapter), as_version=4)
     ns: dict[str, object] = {"__name__": "__main__"}
-    outcomes = {}
+    tests = []
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code":
             continue
-        source = cell.source
         if meta.get("solution") and meta["grade_id"] in answers:
-            source = answer_source(answers[meta["grade_id"]], cell.source, meta["grade_id"])
+            cell.source = answer_source(answers[meta["grade_id"]], cell.source, meta["grade_id"])
+        if is_test(cell):
+            tests.append(cell)
+            continue
         try:
-            exec(compile(source, f"<{meta.get('grade_id', 'cell')}>", "exec"), ns)
-            outcome = "passed"
-        except Exception as exc:  # a failing self-check or test is what we are looking for
-            outcome = f"{type(exc).__name__}: {exc}"
-        if meta.get("grade") and not meta.get("solution"):
-            outcomes[meta["grade_id"]] = outcome
+            exec(compile(cell.source, f"<{meta.get('grade_id', 'cell')}>", "exec"), ns)
+        except Exception:  # a failing self-check is the student's business; the tests below decide
+            pass
+    outcomes = {}
+    with tempfile.TemporaryDirectory(prefix="judge-") as tmp:
+        session = JudgeSession(InProcessTransport(ns, Path(tmp)))
+        problems = session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
+                                           graded_functions(source), submitted_kernels(nb))
+        assert not problems, problems
+        for cell in tests:
+            gid = cell.metadata["nbgrader"]["grade_id"]
+            out = run_test_cell(cell.source, session.namespace_for(gid), gid)
+            if out.error is not None:
+                outcomes[gid] = f"{out.error[0]}: {out.error[1]}"
+            elif out.crashed or out.timeout:
+                outcomes[gid] = f"crashed: {out.crashed or out.timeout}"
+            elif isinstance(out.score, (int, float)) and not isinstance(out.score, bool) and \
+                    out.score < cell.metadata["nbgrader"].get("points", 0) and \
+                    not out.stdout.lstrip().startswith("NOT GRADED"):
+                outcomes[gid] = f"partial: {out.score} ({out.stdout.strip()[-300:]})"
+            else:
+                outcomes[gid] = "passed"
     return outcomes
