@@ -27,6 +27,7 @@ import io
 import json
 import secrets
 import shutil
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -211,6 +212,8 @@ class JudgeSession:
         self.call_timeout_s = call_timeout_s
         self.calls = 0
         self.in_flight: str | None = None
+        self.last_call_seconds = 0.0
+        self._fixtures: list[Any] = []
         self.base: dict[str, Any] = {}
 
     # -- the namespace ---------------------------------------------------------------------------------
@@ -258,12 +261,15 @@ class JudgeSession:
         self.transport.prepare(folder)
         try:
             sent: list[torch.Tensor] = []
+            self._fixtures: list[Any] = []
             request = {"mode": "call", "fn": name, "label": label, "device": self.transport.device,
                        "args": [self._encode(a, folder, f"arg{i}", sent) for i, a in enumerate(args)],
                        "kwargs": {k: self._encode(v, folder, f"kw_{k}", sent) for k, v in kwargs.items()}}
             (folder / "request.json").write_text(json.dumps(request))
             self.in_flight = label
+            t0 = time.perf_counter()
             self.transport.run(folder, self.call_timeout_s)
+            self.last_call_seconds = time.perf_counter() - t0
             self.in_flight = None
             return self._decode(folder, label, sent, require_kernel)
         finally:
@@ -277,6 +283,11 @@ class JudgeSession:
             spec["device"] = self.transport.device
             sent.append(value)
             return spec
+        from utils.fixtures import Fixture
+
+        if isinstance(value, Fixture):
+            self._fixtures.append(value)
+            return value.spec()
         if isinstance(value, PLAIN) or (isinstance(value, (list, tuple)) and all(isinstance(v, PLAIN) for v in value)):
             return {"kind": "value", "value": list(value) if isinstance(value, tuple) else value}
         raise TypeError(f"the judge cannot send a {type(value).__name__} to the student's notebook")
@@ -293,6 +304,10 @@ class JudgeSession:
         except ValueError as exc:
             raise CheckFailed(f"{label}: the notebook's answer could not be read ({exc})") from None
         status = resp.get("status")
+        states = resp.get("fixtures") if isinstance(resp.get("fixtures"), list) else []
+        for fixture, state in zip(self._fixtures, states):
+            if isinstance(state, dict):
+                fixture.update(state)
         if status == "missing":
             raise CheckFailed(f"{label}: {str(resp.get('error'))[:300]}. Keep the name the TODO asks for.")
         if status == "raised":

@@ -207,15 +207,22 @@ def serve(folder: str) -> None:
     fn = _namespace().get(req["fn"])
     if fn is None or not callable(fn):
         return _respond(path, {"status": "missing", "error": f"the notebook defines no function `{req['fn']}`"})
-    args, tensors = [], []
-    for a in req["args"]:
+    from utils import fixtures
+
+    args, tensors, made = [], [], []
+
+    def decode(a: dict[str, Any]) -> Any:
         if a["kind"] == "tensor":
             t = load_tensor(a, path)
-            args.append(t)
             tensors.append(t)
-        else:
-            args.append(a["value"])
-    kwargs = {k: v["value"] for k, v in req.get("kwargs", {}).items()}
+            return t
+        if a["kind"] == "fixture":
+            made.append(fixtures.build(a))
+            return made[-1]
+        return a["value"]
+
+    args = [decode(a) for a in req["args"]]
+    kwargs = {k: decode(v) for k, v in req.get("kwargs", {}).items()}
     from utils.checks import GuardedAllocations, explain_exception
 
     log = OperatorLog(tensors)
@@ -228,9 +235,10 @@ def serve(folder: str) -> None:
         raise
     except BaseException as exc:  # the student's code failed: explain it in words, no Triton internals
         return _respond(path, {"status": "raised", "error": explain_exception(exc, req.get("label", req["fn"])),
-                               "exception": type(exc).__name__, "launches": launches.count, "ops": log.ops})
+                               "exception": type(exc).__name__, "launches": launches.count, "ops": log.ops,
+                               "fixtures": [f.state() for f in made]})
     response: dict[str, Any] = {"status": "ok", "launches": launches.count, "ops": log.ops,
-                                "unknown_copies": log.unknown_copies}
+                                "unknown_copies": log.unknown_copies, "fixtures": [f.state() for f in made]}
     if isinstance(got, torch.Tensor):
         g = allocs.find(got)
         same_view = g is not None and got.storage_offset() == g.pad and tuple(got.shape) == tuple(g.view.shape) \
