@@ -5,6 +5,7 @@
                                                      unpack an LMS download into SUBMITTED/<student>/<ID>/
     python -m grader autograde SUBMITTED --assignment ID [--student S] [--workers N] --out DIR
                               [--force] [--timeout S] [--cell-timeout S] [--no-feedback] [--no-progress]
+                              [--unsandboxed]
                                                      grade: DIR/grades.json, grades.csv, feedback/, records/
     python -m grader report DIR [DIR ...]            one table of every student's totals over several runs
     python -m grader demo [--out DIR] [--assignment ID ...]
@@ -43,7 +44,8 @@ def _grade(subs: list[Submission], out: Path, workers: int, args: argparse.Names
     opts = {}
     if args is not None:
         opts = dict(force=args.force, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout,
-                    feedback=not args.no_feedback, progress=not args.no_progress)
+                    feedback=not args.no_feedback, progress=not args.no_progress,
+                    sandboxed=not args.unsandboxed)
     start = time.perf_counter()
     records = grade_all(subs, out, workers=workers, on_done=_progress(len(subs)), **opts)
     wall = time.perf_counter() - start
@@ -75,7 +77,13 @@ def cmd_autograde(args: argparse.Namespace) -> int:
     if not subs:
         print(f"no submissions for {args.assignment} under {args.submitted}", file=sys.stderr)
         return 2
-    _grade(subs, Path(args.out), args.workers, args)
+    from grader.sandbox import SandboxUnavailable
+
+    try:
+        _grade(subs, Path(args.out), args.workers, args)
+    except SandboxUnavailable as exc:
+        print(exc, file=sys.stderr)
+        return 2
     return 0
 
 
@@ -136,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell (default: course setting)")
     a.add_argument("--no-feedback", action="store_true", help="skip the feedback HTML")
     a.add_argument("--no-progress", action="store_true", help="no progress bar")
+    a.add_argument("--unsandboxed", action="store_true",
+                   help="grade without the bubblewrap sandbox (student code runs with your permissions; every "
+                        "record says so)")
     a.set_defaults(fn=cmd_autograde)
 
     c = sub.add_parser("collect", help="unpack an LMS zip of notebooks into SUBMITTED/<student>/<assignment>/")

@@ -41,9 +41,10 @@ import nbformat
 
 from grader.course import REPO_ROOT, SOLUTIONS, solution_notebook
 from grader.execute import (SANDBOX_DIR_ENV, SANDBOX_ENV, SANDBOX_SLOT_ENV, SEED_FILE_ENV, SOURCE_NOTEBOOK_ENV,
-                            is_test)
+                            STARTED_FILE_ENV, is_test)
 from grader.nbgrader_cli import prepare_course_dir, run_nbgrader
-from grader.records import Protected, load_record, record_path, sha256
+from grader.records import (Protected, load_record, record_path, run_info, run_secret, sha256, sign_record,
+                            submission_seed)
 from grader.repair import meta as _meta
 from grader.repair import repair_notebook
 from grader.judge import Seed
@@ -52,8 +53,9 @@ from utils.grading import NOT_GRADED
 
 #: Wall-clock limit for one submission (all its cells together), seconds.
 SUBMISSION_TIMEOUT_S = 30 * 60
-#: A kernel that dies before it runs any cell is the machine's fault, not the submission's: try again.
-KERNEL_START_FAILURES = ("Kernel died before replying to kernel_info", "Kernel didn't respond in")
+#: A kernel that never answered its first message is the machine's fault, not the submission's: try
+#: again. The evidence is a file the grader's own process writes when the kernel first answers (before
+#: any student code runs), never text that the student's code could print.
 KERNEL_START_RETRIES = 2
 
 
@@ -142,6 +144,7 @@ class JobResult:
     feedback_html: bytes | None = None
     log: str = ""
     seconds: float | None = None    # wall time of run_job
+    meta: dict = field(default_factory=dict)  # sandbox, seed hash: what the grader's own process recorded
 
 
 def _message_of(cell) -> tuple[str, str]:
@@ -207,11 +210,14 @@ def _run_job(job: GradingJob) -> JobResult:
     env[SANDBOX_ENV] = "1" if job.sandboxed else "0"
     env[SANDBOX_DIR_ENV] = str(ws / "sandbox")
     env[SANDBOX_SLOT_ENV] = str(job.slot)
+    started = ws / "kernel-started"
+    env[STARTED_FILE_ENV] = str(started)
     extra = [f"--Execute.timeout={int(job.cell_timeout_s)}"] if job.cell_timeout_s else []
     for attempt in range(1 + KERNEL_START_RETRIES):
+        started.unlink(missing_ok=True)
         result = run_nbgrader(ws, "autograde", job.assignment, f"--student={job.student}", "--force", *extra,
                               timeout_s=job.timeout_s, env=env)
-        if result.returncode == 0 or not any(m in result.log for m in KERNEL_START_FAILURES):
+        if result.returncode == 0 or started.exists():
             break
         notes.append(f"the Jupyter kernel failed to start (attempt {attempt + 1}); graded again")
     graded_nb = ws / "autograded" / job.student / job.assignment / f"{job.assignment}.ipynb"
@@ -246,7 +252,14 @@ def _read_scores(ws: Path, job: GradingJob, graded_nb: Path, notes: list[str]) -
 
     nb = nbformat.read(graded_nb, as_version=4)
     by_id = {_meta(c).get("grade_id"): c for c in nb.cells if _meta(c).get("grade_id")}
-    crashed = nb.metadata.get("course_grader", {}).get("crashed_cells", [])
+    info = dict(nb.metadata.get("course_grader", {}))
+    crashed = info.get("crashed_cells", [])
+    if info.get("judge_problems"):
+        notes = notes + ["the course's own judge cells failed (a bug of the course, reported to the instructor): "
+                         + "; ".join(map(str, info["judge_problems"]))[:500]]
+    if not job.sandboxed:
+        notes = notes + ["graded UNSANDBOXED (the instructor's --unsandboxed): the submission's code ran with the "
+                         "grader's own permissions"]
     if crashed:
         notes = notes + [f"the notebook's Python process crashed in {len(crashed)} cell(s) (cell "
                          f"{', '.join(str(i + 1) for i in crashed)}); the grader restarted it and went on."]
@@ -285,7 +298,7 @@ def _read_scores(ws: Path, job: GradingJob, graded_nb: Path, notes: list[str]) -
         notes = notes + ["the gradebook was changed while this notebook ran; the points come from the notebook's "
                          "own test outputs, not from the gradebook"]
         _repair_gradebook(ws, job, {r.grade_id: r.points for r in records})
-    return JobResult(records, notes)
+    return JobResult(records, notes, meta={k: info.get(k) for k in ("sandbox", "seed_sha")})
 
 
 def _repair_gradebook(ws: Path, job: GradingJob, points: dict[str, float]) -> None:
@@ -355,7 +368,7 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
               on_done: Callable[[Submission, list[GradeRecord]], None] | None = None,
               executor: Executor | None = None, force: bool = False, feedback: bool = True,
               timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: float | None = None,
-              progress: bool = False) -> list[GradeRecord]:
+              progress: bool = False, sandboxed: bool = True) -> list[GradeRecord]:
     """Grade every submission (``workers`` at a time) and return the records in submission order.
 
     ``executor``: any :class:`concurrent.futures.Executor` (for a cluster: Dask's ``client.get_executor()``
@@ -363,7 +376,15 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
     several. Already graded submissions (same notebook bytes) are skipped unless ``force``.
     """
     subs = list(subs)
+    if sandboxed:
+        from grader.sandbox import SandboxUnavailable, unavailable_reason
+
+        reason = unavailable_reason()
+        if reason:
+            raise SandboxUnavailable(f"cannot grade: {reason}")
     out.mkdir(parents=True, exist_ok=True)
+    secret = run_secret(out)
+    run = run_info(sandboxed)
     protected = Protected()
     snapshot: dict[Submission, bytes | None] = {}
     for s in subs:
@@ -383,7 +404,7 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
                                       f"no notebook found at {s.notebook}") for c in cells]
             continue
         path = record_path(out, s.assignment, s.student)
-        saved = None if force else load_record(path, sha256(data))
+        saved = None if force else load_record(path, sha256(data), secret)
         if saved is not None:
             results[s] = _with_notes(*saved)
             protected.remember(path, path.read_bytes())
@@ -411,6 +432,9 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
                   "submissions share a GPU while their kernels are timed", file=sys.stderr)
             workers = len(gbps)
         slots = _gpu_slots(max(1, workers), gbps) if executor is None else None
+        sandbox_slots: queue.Queue = queue.Queue()
+        for w in range(max(1, workers)):
+            sandbox_slots.put(w)
         if gbps and executor is not None:
             env["COURSE_COPY_GBPS"] = gbps[0]
         private = Path(tempfile.mkdtemp(prefix="course-grading-"))
@@ -425,18 +449,25 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
                 return GradingJob(s.student, s.assignment, snapshot[s], str(templates[s.assignment].root),
                                   str(private / "work" / s.assignment / s.student),
                                   tuple((c.grade_id, c.points) for c in graded_cells(s.assignment)),
-                                  timeout_s, cell_timeout_s, env, feedback)
+                                  timeout_s, cell_timeout_s, env, feedback,
+                                  seed_hex=submission_seed(secret, s.assignment, s.student), sandboxed=sandboxed)
 
             def local(job: GradingJob) -> JobResult:
-                if slots is None:
-                    return run_job(job)
-                gpu, bw = slots.get()
-                visible = [d for d in job.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-                device = visible[gpu] if gpu < len(visible) else str(gpu)
+                slot = sandbox_slots.get()
                 try:
-                    return run_job(replace(job, env={**job.env, "CUDA_VISIBLE_DEVICES": device, "COURSE_COPY_GBPS": bw}))
+                    job = replace(job, slot=slot)
+                    if slots is None:
+                        return run_job(job)
+                    gpu, bw = slots.get()
+                    visible = [d for d in job.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+                    device = visible[gpu] if gpu < len(visible) else str(gpu)
+                    try:
+                        return run_job(replace(job, env={**job.env, "CUDA_VISIBLE_DEVICES": device,
+                                                         "COURSE_COPY_GBPS": bw}))
+                    finally:
+                        slots.put((gpu, bw))
                 finally:
-                    slots.put((gpu, bw))
+                    sandbox_slots.put(slot)
 
             pool = executor or ThreadPoolExecutor(max_workers=max(1, workers))
             try:
@@ -455,9 +486,8 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
                                          f"workspace ({', '.join(changed[:3])}); the grader put them back")
                     _save_outputs(out, s, res, protected)
                     record = {"sha256": sha256(snapshot[s]), "records": [asdict(r) for r in res.records],
-                              "notes": res.notes, "seconds": res.seconds}
-                    protected.write(record_path(out, s.assignment, s.student),
-                                    (json.dumps(record, indent=1) + "\n").encode())
+                              "notes": res.notes, "seconds": res.seconds, "run": {**run, **res.meta}}
+                    protected.write(record_path(out, s.assignment, s.student), sign_record(record, secret))
                     results[s] = _with_notes(res.records, res.notes)
                     if on_done:
                         on_done(s, results[s])

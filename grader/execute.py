@@ -48,6 +48,8 @@ SANDBOX_ENV = "COURSE_SANDBOX"
 SANDBOX_DIR_ENV = "COURSE_SANDBOX_DIR"
 #: Set by the grader: which sandbox slot (uid) this submission uses.
 SANDBOX_SLOT_ENV = "COURSE_SANDBOX_SLOT"
+#: Set by the grader: a file this process writes once the first kernel answered (outside the sandbox).
+STARTED_FILE_ENV = "COURSE_KERNEL_STARTED_FILE"
 
 KERNEL_DIED = ("The Python process running this notebook crashed during this cell (for example a Triton "
                "kernel that stores outside its output: an out-of-bounds tl.store without a mask). The grader "
@@ -171,6 +173,7 @@ class CourseExecute(Execute):
 
     max_restarts = Integer(3, help="kernel deaths survived per notebook").tag(config=True)
     max_output_bytes = Integer(1_000_000, help="output kept per cell, in bytes (-1: no limit)").tag(config=True)
+    max_notebook_output_bytes = Integer(8_000_000, help="output kept per notebook, in bytes").tag(config=True)
     sandboxed = Bool(True, help="run the kernel in the bubblewrap sandbox").tag(config=True)
 
     # -- output cap ------------------------------------------------------------------------------------
@@ -178,11 +181,21 @@ class CourseExecute(Execute):
         if self.max_output_bytes >= 0 and msg.get("msg_type") != "error":
             used = self._output_bytes.get(cell_index, 0)
             size = len(json.dumps(msg.get("content", {}), default=str))
-            if used + size > self.max_output_bytes:
+            if used + size > self.max_output_bytes or self._notebook_bytes + size > self.max_notebook_output_bytes:
                 self._truncated.add(cell_index)
                 return None
             self._output_bytes[cell_index] = used + size
+            self._notebook_bytes += size
         return super().output(outs, msg, display_id, cell_index)
+
+    def _update_display_id(self, display_id, msg):
+        # display updates replace earlier outputs in place: they count against the notebook's budget too
+        size = len(json.dumps(msg.get("content", {}), default=str))
+        if self.max_output_bytes >= 0 and (size > self.max_output_bytes or
+                                           self._notebook_bytes + size > self.max_notebook_output_bytes):
+            return None
+        self._notebook_bytes += size
+        return super()._update_display_id(display_id, msg)
 
     def handle_comm_msg(self, outs, msg, cell_index):  # widgets are not graded; keep nothing of them
         return None
@@ -254,6 +267,7 @@ class CourseExecute(Execute):
         self._check_assign_resources(resources)
         self._output_bytes: dict[int, int] = {}
         self._truncated: set[int] = set()
+        self._notebook_bytes = 0
         self._restarts_made = 0
         source_path = os.environ.get(SOURCE_NOTEBOOK_ENV, "")
         source = read_notebook(source_path, as_version=4) if source_path else nb
@@ -287,6 +301,8 @@ class CourseExecute(Execute):
                     with self.setup_kernel():
                         info_msg = self.wait_for_reply(self.kc.kernel_info())
                         self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
+                        if os.environ.get(STARTED_FILE_ENV):  # trusted evidence that the machine worked
+                            Path(os.environ[STARTED_FILE_ENV]).write_text("started")
                         for index in range(0, start):
                             cell = self.nb.cells[index]
                             if cell.cell_type == "code" and index not in crashed:

@@ -45,6 +45,27 @@ class HideTestSource(NbGraderPreprocessor):
         return cell, resources
 
 
+#: Output types a student's cell may show in feedback: text (escaped by nbconvert) and raster images.
+SAFE_MIME = ("text/plain", "image/png", "image/jpeg")
+
+
+class SafeOutputs(NbGraderPreprocessor):
+    """Keep only plain text and raster images of every output, so that a notebook cannot put HTML or
+    script into the feedback page an instructor or student opens (text is escaped by nbconvert)."""
+
+    def preprocess_cell(self, cell, resources, index):
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if isinstance(data, dict):
+                kept = {k: v for k, v in data.items() if k in SAFE_MIME}
+                if not kept and data:
+                    kept = {"text/plain": "(an output of type " + ", ".join(sorted(data))[:200] +
+                            " is not shown in feedback)"}
+                out["data"] = kept
+        cell.get("attachments", {}).clear() if isinstance(cell.get("attachments"), dict) else None
+        return cell, resources
+
+
 def hidden_lines(source_notebook) -> list[str]:
     """The lines of the hidden test regions of a source notebook that appear nowhere else in it."""
     visible = "\n".join(hide_hidden_regions(cell.source) for cell in source_notebook.cells)

@@ -36,10 +36,10 @@ def _configure_grading(c) -> None:
                                         LimitOutput, SaveAutoGrades)
 
     from grader.execute import CourseExecute
-    from grader.feedback import HideTestSource
+    from grader.feedback import HideTestSource, SafeOutputs
 
     # nbgrader 0.9's list, with Execute replaced
     c.Autograde.autograde_preprocessors = [CourseExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                            SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
     c.LimitOutput.max_lines = 400
-    c.GenerateFeedback.preprocessors = [GetGrades, HideTestSource, CSSHTMLHeaderPreprocessor]
+    c.GenerateFeedback.preprocessors = [GetGrades, HideTestSource, SafeOutputs, CSSHTMLHeaderPreprocessor]

@@ -122,6 +122,10 @@ def attention_tolerance(dtype: torch.dtype) -> tuple[float, float]:
     return {torch.float32: (1e-2, 1e-2), torch.float16: (1e-2, 1e-2)}.get(dtype, (1e-2, 1e-2))
 
 
+#: The largest BLOCK_N of the chapter's GPU configurations: longer sequences span several key blocks there.
+LARGEST_BLOCK_N = 128
+
+
 def _wrong_4d(c: Comparison) -> torch.Tensor | None:
     if len(c.shape) != 4:
         return None
@@ -150,6 +154,11 @@ def _explicit_scale(c: Comparison, args) -> bool:
     return len(args) > 4 and args[4] is not None
 
 
+def _several_key_blocks(c: Comparison, args) -> bool:
+    w = _wrong_4d(c)
+    return w is not None and c.shape[2] > LARGEST_BLOCK_N and bool(w.any())
+
+
 def _ragged(c: Comparison, args) -> bool:
     w = _wrong_4d(c)
     return (w is not None and c.shape[2] % 16 != 0 and bool(w[:, :, -1].any())
@@ -168,7 +177,12 @@ ATTENTION_HINTS = [
     Hint(_strided, "These inputs are not contiguous (heads taken from a [Z, N, H, D] projection by a "
          "transpose): compute every offset from the tensor's own strides, never from N * D."),
     Hint(_causal, "Causal attention: query row i sees keys 0..i, its own position included "
-         "(keep where key <= query). Every query row has at least one key, so no row may be all -inf."),
+         "(keep where key <= query). Every query row has at least one key, so no row may be all -inf. Mask "
+         "per element, not per block: inside the block on the diagonal, row i keeps keys up to i only, so a "
+         "bound in whole blocks (keeping or skipping a key block by where it starts) is wrong for most rows."),
+    Hint(_several_key_blocks, "N spans several key blocks here, even at a GPU's largest BLOCK_N (128). If "
+         "shorter sequences pass, look at the online softmax: when a new block raises the running maximum, "
+         "acc and l_i must both be rescaled by alpha = exp(m_old - m_new) before the new block is added."),
     Hint(_explicit_scale, "This call passes sm_scale explicitly: use it, and fall back on 1/sqrt(D) only "
          "when it is None."),
     Hint(_ragged, "The last rows are wrong and N is not a multiple of the block: mask the query rows past "

@@ -25,6 +25,9 @@ class Fixture:
     def state(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.STATE}
 
+    def prepare(self) -> None:
+        """Set-up that belongs on the student's side (GPU buffers, say): run by :func:`build` there."""
+
     def update(self, state: dict[str, Any]) -> None:
         for k in self.STATE:
             if k in state and isinstance(state[k], (int, float)) and not isinstance(state[k], bool):
@@ -51,8 +54,63 @@ class CountingCall(Fixture):
         return min(self.calls, self.slow_calls) * self.warm_s + max(0, self.calls - self.slow_calls) * self.s
 
 
-FIXTURES: dict[str, type[Fixture]] = {"CountingCall": CountingCall}
+class CycleCall(Fixture):
+    """A callable that counts its calls and sleeps ``sleeps[0]``, ``sleeps[1]``, ... seconds in turn, cycling."""
+
+    ARGS = ("sleeps",)
+    STATE = ("calls",)
+
+    def __init__(self, sleeps: list[float] | tuple[float, ...] = (0.0,)):
+        self.calls, self.sleeps = 0, [float(s) for s in sleeps]
+
+    def __call__(self) -> None:
+        self.calls += 1
+        time.sleep(self.sleeps[(self.calls - 1) % len(self.sleeps)])
+
+    @property
+    def expected_seconds(self) -> float:
+        """Seconds its calls so far must have slept."""
+        return sum(self.sleeps[i % len(self.sleeps)] for i in range(int(self.calls)))
+
+
+class MatmulCall(Fixture):
+    """A callable that queues one ``n x n`` float32 matrix product on the GPU (``torch.mm(a, a, out=...)``)
+    per call, and counts its calls. It does *not* synchronise in its calls, as a real GPU workload does
+    not: a benchmark must wait for the GPU itself. :meth:`prepare` (run where the calls will run) allocates,
+    runs one product and synchronises, so that neither the allocation nor cuBLAS's start-up lands in the
+    calls (a fixture built by hand, in a notebook, does it in its first call)."""
+
+    ARGS = ("n",)
+    STATE = ("calls",)
+
+    def __init__(self, n: int = 4096):
+        self.calls, self.n, self.a, self.out = 0, int(n), None, None
+
+    def prepare(self) -> None:
+        import torch
+
+        if self.a is not None:
+            return
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+        self.a = torch.randn(self.n, self.n, device=dev, dtype=torch.float32)
+        self.out = torch.empty_like(self.a)
+        torch.mm(self.a, self.a, out=self.out)
+        if dev == "cuda":
+            torch.cuda.synchronize()
+
+    def __call__(self) -> None:
+        import torch
+
+        self.prepare()
+        self.calls += 1
+        torch.mm(self.a, self.a, out=self.out)
+
+
+FIXTURES: dict[str, type[Fixture]] = {"CountingCall": CountingCall, "CycleCall": CycleCall,
+                                      "MatmulCall": MatmulCall}
 
 
 def build(spec: dict[str, Any]) -> Fixture:
-    return FIXTURES[spec["name"]](**spec["args"])
+    fixture = FIXTURES[spec["name"]](**spec["args"])
+    fixture.prepare()
+    return fixture

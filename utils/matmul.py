@@ -55,34 +55,58 @@ def relative_tflops(fn: Callable[..., object], baseline: Callable[..., object],
 
 def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
                   make_inputs: Callable[[], Sequence[object]], flops: int, *, fraction: float,
-                  points: float, what: str, baseline_name: str = "torch") -> float:
+                  points: float, what: str, baseline_name: str = "torch",
+                  reference: Callable[..., object] | None = None,
+                  tolerances: Callable[[object], tuple[float, float]] | None = None) -> float:
     """Points for reaching ``fraction`` of ``baseline``'s TFLOP/s on this GPU.
 
     0 points and a NOT GRADED line under the interpreter, and on GPUs where ``tl.dot`` has no tensor
     cores (compute capability below 8.0) while the library still uses them: no kernel could pass there.
     The last expression of a graded cell is its score, so a hidden test ends with this call.
+
+    Called by the grader's judge with the student's function as a proxy (``fn.remote_call``), the
+    student's function is timed in its sandboxed kernel on inputs drawn from secret keys, every timed
+    output checked against ``reference`` with ``tolerances`` (:func:`grader.judge_timing.timed_round`, best
+    of up to three rounds), while ``baseline`` (trusted code) is timed here, in the judge's own process on
+    the same GPU, with :func:`utils.bench.steady_ms`.
     """
     __tracebackhide__ = True
     dev = current()
-    if dev.interpreted:
+    remote = hasattr(fn, "remote_call")
+    if remote:
+        from grader.judge_timing import timing_on_cpu
+
+        on_cpu = dev.interpreted and timing_on_cpu()
+    else:
+        on_cpu = False
+    if dev.interpreted and not on_cpu:
         print(f"{NOT_GRADED}: the speed of {what} can only be measured on a CUDA GPU, and this run used "
               f"Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; the "
               "instructor grades it on a GPU.")
         return 0.0
-    if not dot_uses_tensor_cores():
+    if remote and (reference is None or tolerances is None):
+        raise CheckFailed(f"{what}: this hidden test gives no reference to check the timed outputs with "
+                          "(a bug of the course, not of your code)")
+    if not dev.interpreted and not dot_uses_tensor_cores():
         print(f"{NOT_GRADED}: on {dev.name} tl.dot runs on FMA units (no tensor cores with current Triton) "
               f"while {baseline_name} uses tensor cores, so {what} is not compared with it here. 0 of "
               f"{points:g} points are awarded on this GPU; the instructor grades it on an sm_80 or newer GPU.")
         return 0.0
-    from utils.integrity import LaunchesPerCall
+    if remote:
+        ours, theirs = _remote_tflops(fn, baseline, make_inputs, flops, fraction=0.0 if on_cpu else fraction,
+                                      what=what, reference=reference, tolerances=tolerances)
+        if on_cpu:
+            fraction = 0.0   # the interpreter's numbers mean nothing: only the protocol is exercised
+    else:
+        from utils.integrity import LaunchesPerCall
 
-    with quiet_stderr():
-        try:
-            with LaunchesPerCall(fn) as timed:
-                ours, theirs = relative_tflops(timed, baseline, make_inputs, flops)
-        except Exception as exc:
-            raise CheckFailed(explain_exception(exc, what)) from None
-        require_launch_per_call(timed, what)
+        with quiet_stderr():
+            try:
+                with LaunchesPerCall(fn) as timed:
+                    ours, theirs = relative_tflops(timed, baseline, make_inputs, flops)
+            except Exception as exc:
+                raise CheckFailed(explain_exception(exc, what)) from None
+            require_launch_per_call(timed, what)
     verdict = (f"{what}: {ours:,.1f} TFLOP/s = {ours / theirs:.0%} of {baseline_name} ({theirs:,.1f} TFLOP/s); "
                f"target {fraction:.0%}")
     if ours < fraction * theirs:
@@ -91,6 +115,42 @@ def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
                           "(num_stages 3-4) and grouped ordering?")
     print(verdict + ": passed")
     return float(points)
+
+
+def _remote_tflops(fn, baseline: Callable[..., object], make_inputs: Callable[[], Sequence[object]], flops: int,
+                   *, fraction: float, what: str, reference, tolerances) -> tuple[float, float]:
+    """(TFLOP/s of the student's proxy ``fn``, TFLOP/s of ``baseline``) for the judge.
+
+    The baseline is trusted code, timed here on the judge's own GPU (the GPU the student's kernel uses);
+    the student's function is timed in verified rounds (:func:`grader.judge_timing.timed_round`), up to
+    three, stopping at the first that reaches ``fraction`` of the baseline: its best round counts."""
+    import time
+
+    import torch
+
+    from grader.judge_timing import timed_round
+
+    templates = list(make_inputs())
+    with quiet_stderr():
+        if current().is_gpu:
+            from utils.bench import steady_ms
+
+            theirs_ms = steady_ms(baseline, make_inputs)
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()   # the student's kernel shares this GPU: leave it the memory
+        else:   # the interpreter (the course's own tests of this protocol): a wall clock, numbers meaningless
+            baseline(*templates)
+            t0 = time.perf_counter()
+            baseline(*templates)
+            theirs_ms = max((time.perf_counter() - t0) * 1e3, 1e-6)
+    theirs = tflops(flops, theirs_ms)
+    ours = 0.0
+    for round_no in range(3):
+        ms, _ = timed_round(fn, templates, reference, tolerances, what=what, round_no=round_no)
+        ours = max(ours, tflops(flops, ms))
+        if ours >= fraction * theirs:
+            break
+    return ours, theirs
 
 
 def plot_flops(sweep: Sweep, title: str, ax=None, peak_tflops: float | None = None):
