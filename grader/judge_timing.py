@@ -111,6 +111,8 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
         overhead = sorted(overheads)[1]
         resp, wall, f = _request(session, {"step": "run", "label": what}, timeout_s)
         folders.append(f)
+        if resp.get("status") != "ok":
+            raise CheckFailed(f"{what}: {str(resp.get('error', 'the timed loop failed'))[:2000]}")
         reported = float(resp.get("elapsed_ms", -1.0))
         judged = max(0.0, wall - overhead)
         evidence = {"launches": resp.get("launches", 0), "ops": resp.get("ops", {}),
@@ -133,6 +135,8 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
         resp, _, f = _request(session, {"step": "verify", "label": what, "challenge": challenge, "pick": pick},
                               timeout_s)
         folders.append(f)
+        if resp.get("status") != "ok":
+            raise CheckFailed(f"{what}: {str(resp.get('error', 'the timed outputs could not be read'))[:2000]}")
         _verify(session, fn.__name__, specs, keys, reference, tolerances, resp, f, challenge, pick, what)
         return reported / calls, calls
     finally:

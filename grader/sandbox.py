@@ -72,6 +72,25 @@ def _python_roots() -> list[str]:
     return sorted(r for r in roots if r and os.path.isdir(r) and r not in ("/", "/usr"))
 
 
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def extra_site_paths() -> list[str]:
+    """Folders on ``sys.path`` outside the Python installation (a ``--target`` install, say), minus the
+    course checkout: they are bound read-only and put on the sandbox's PYTHONPATH."""
+    roots = _python_roots() + ["/usr"]
+    repo = str(REPO_ROOT)
+    out = []
+    for p in sys.path:
+        p = os.path.realpath(p) if p else ""
+        shallow = p.count("/") < 2 or p in ("/tmp", os.path.expanduser("~"))  # would shadow /tmp or HOME
+        if p and os.path.isdir(p) and not shallow and not _within(p, repo) and not any(_within(p, r) for r in roots) \
+                and not p.startswith(("/tmp/course-", "/proc", "/dev")) and p not in out:
+            out.append(p)
+    return out
+
+
 class MemoryCgroup:
     """A memory cgroup (v2, or v1's memory controller) for one sandbox, if the machine lets us make one."""
 
@@ -149,7 +168,7 @@ class Sandbox:
             cmd += ["--unshare-user"]
         binds = [("--ro-bind", d) for d in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
                  if os.path.exists(d)]
-        binds += [("--ro-bind", root) for root in _python_roots()]
+        binds += [("--ro-bind", root) for root in _python_roots() + extra_site_paths()]
         cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--tmpfs", "/tmp"]
         made: set[str] = set()
         for _, target in binds + [("--bind", str(self.exchange))]:
@@ -168,9 +187,11 @@ class Sandbox:
             if os.path.isdir("/sys"):
                 cmd += ["--ro-bind", "/sys", "/sys"]
         env = {"HOME": HOME_IN_SANDBOX, "PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin",
-               "PYTHONPATH": COURSE_MOUNT, "TMPDIR": "/tmp", "MPLBACKEND": "Agg", "PYTHONNOUSERSITE": "1",
+               "PYTHONPATH": ":".join([COURSE_MOUNT, *extra_site_paths()]), "TMPDIR": "/tmp", "MPLBACKEND": "Agg", "PYTHONNOUSERSITE": "1",
                "TRITON_CACHE_DIR": f"{HOME_IN_SANDBOX}/.triton", "MPLCONFIGDIR": f"{HOME_IN_SANDBOX}/.mpl",
-               "JUPYTER_RUNTIME_DIR": str(self.exchange), "LANG": "C.UTF-8"}
+               "JUPYTER_RUNTIME_DIR": str(self.exchange), "LANG": "C.UTF-8",
+               # the sandbox's uid has no passwd entry: name it, or getpass.getuser() (torch's cache paths) fails
+               "USER": "student", "LOGNAME": "student", "TORCHINDUCTOR_CACHE_DIR": f"{HOME_IN_SANDBOX}/.inductor"}
         env.update(self.env)
         cmd += ["--clearenv"]
         for k, v in sorted(env.items()):

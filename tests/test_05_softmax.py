@@ -1,8 +1,14 @@
 """Chapter 05 (softmax): the example submissions fail the test they should, with the hint that names
-their trap; the hints themselves; and the recorded GPU figures back the chapter's claims."""
+their trap; the hints themselves; and the recorded GPU figures back the chapter's claims.
+
+Each answer file runs against the hidden tests through the judge in this process
+(:func:`tests.conftest.run_with_answers`); two of them (twice the bytes, float16 math) also go through
+real nbgrader autograde.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -10,22 +16,38 @@ import torch
 
 from grader.autograde import find_submissions, grade_all
 from grader.examples import build_submissions
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_with_answers
 from utils.checks import CheckFailed, check
-from utils.softmax import HINTS, reference, strided_rows, tolerance, with_neg_inf
+from utils.softmax import HINTS, reference, strided_rows, tolerance, tolerance_rounded_once, with_neg_inf
 
 CHAPTER = "05_softmax"
+TESTS = {"test_softmax_shapes", "test_softmax_large_values", "test_softmax_neg_inf", "test_softmax_fp16",
+         "test_softmax_strided", "test_softmax_input_untouched", "test_softmax_bandwidth",
+         "test_softmax_long_sizes", "test_softmax_long_traps"}
+
+
+@functools.lru_cache(maxsize=None)
+def outcomes(student: str) -> dict[str, str]:
+    return run_with_answers(CHAPTER, student)
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("softmax")
-    students = build_submissions(CHAPTER, tmp / "submitted")
-    # the solution and the untouched notebook are graded by tests/test_autograde.py; the one-row
-    # kernel is the reference minus its launch tuning, so on a CPU it shows nothing new
-    keep = [s for s in students if s not in ("ada_correct", "ben_untouched", "ivy_one_row")]
+    build_submissions(CHAPTER, tmp / "submitted")
+    keep = ("hal_two_pass", "jay_fp16_math")
     subs = [s for s in find_submissions(tmp / "submitted", CHAPTER) if s.student in keep]
     return {(r.student, r.grade_id): r for r in grade_all(subs, tmp / "out", workers=2)}
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("student", ["ada_correct", "hal_two_pass", "ivy_one_row"])
+def test_right_values_pass_every_test_here(student):
+    """The solution, the one-row kernel and the twice-the-bytes kernel compute the right values (float16
+    rounded once included): only the bandwidth check on a GPU tells them apart (results/05_softmax.json)."""
+    got = outcomes(student)
+    assert set(got) == TESTS
+    assert all(v == "passed" for v in got.values()), got
 
 
 @pytest.mark.notebook
@@ -42,6 +64,18 @@ def test_twice_the_bytes_passes_everything_gradable_on_a_cpu(graded):
 
 
 @pytest.mark.notebook
+def test_float16_math_loses_the_float16_test_by_real_autograde(graded):
+    """A softmax that keeps float16 inputs in float16 (exp rounded to float16, float16 sum and division)
+    rounds three times: it loses the float16 test, here on the CPU as on a GPU, and nothing else."""
+    fp16 = graded[("jay_fp16_math", "test_softmax_fp16")]
+    assert fp16.status == "failed" and fp16.points == 0, fp16
+    assert "computed in float16?" in fp16.message, fp16.message
+    for (student, grade_id), r in graded.items():
+        if student == "jay_fp16_math" and grade_id not in ("test_softmax_fp16", "test_softmax_bandwidth"):
+            assert r.status == "passed" and r.points == r.max_points, r
+
+
+@pytest.mark.notebook
 @pytest.mark.parametrize("student, grade_id, words", [
     ("cleo_no_max_online_nan", "test_softmax_large_values", "did you subtract the row max"),
     ("cleo_no_max_online_nan", "test_softmax_long_traps", "NaN in rows containing -inf"),
@@ -49,20 +83,24 @@ def test_twice_the_bytes_passes_everything_gradable_on_a_cpu(graded):
     ("fay_pad_zero", "test_softmax_shapes", "Load them with other=float('-inf')"),
     ("fay_pad_zero", "test_softmax_neg_inf", "A row that is -inf everywhere should give NaN"),
     ("gus_inplace", "test_softmax_input_untouched", "Input 0 was modified"),
+    ("gus_inplace", "test_softmax_input_untouched", "wrote into its input"),
+    ("jay_fp16_math", "test_softmax_fp16", "computed in float16?"),
 ])
-def test_mistakes_fail_with_the_hint_that_names_them(graded, student, grade_id, words):
-    r = graded[(student, grade_id)]
-    assert r.status == "failed" and r.points == 0, r
-    assert words in r.message, r.message
+def test_mistakes_fail_with_the_hint_that_names_them(student, grade_id, words):
+    message = outcomes(student)[grade_id]
+    assert message.startswith("CheckFailed"), message
+    assert words in message, message
 
 
 @pytest.mark.notebook
-def test_mistakes_fail_only_where_they_should(graded):
+def test_mistakes_fail_only_where_they_should():
     """Each mistake costs the tests of its trap, not unrelated ones."""
     for grade_id in ("test_softmax_shapes", "test_softmax_neg_inf", "test_softmax_long_sizes"):
-        assert graded[("cleo_no_max_online_nan", grade_id)].status == "passed"
+        assert outcomes("cleo_no_max_online_nan")[grade_id] == "passed"
     for grade_id in ("test_softmax_shapes", "test_softmax_neg_inf", "test_softmax_fp16", "test_softmax_long_traps"):
-        assert graded[("eve_row_stride_n", grade_id)].status == "passed"
+        assert outcomes("eve_row_stride_n")[grade_id] == "passed"
+    for grade_id in TESTS - {"test_softmax_fp16"}:
+        assert outcomes("jay_fp16_math")[grade_id] == "passed"
 
 
 def _ok(x):
@@ -117,6 +155,33 @@ def test_hint_nan_in_neg_inf_rows():
         out[torch.isneginf(x).any(dim=1)] = float("nan")
         return out
     assert "NaN in rows containing -inf" in _explain(nan_rows, with_neg_inf(5, 30))
+
+
+def _float16_math(x):
+    """softmax of float16 x the way a kernel that stays in float16 computes it: three roundings."""
+    e = torch.exp((x - x.max(dim=1, keepdim=True).values).float()).half()
+    return (e.float() / e.float().sum(dim=1, keepdim=True).half().float()).half()
+
+
+def test_rounded_once_tolerance_separates_float32_from_float16_math():
+    """The float16 test's tolerance passes a softmax rounded once to float16 (the most a float32 kernel can
+    be off), on every element, and fails float16 math with the hint that names it."""
+    for seed in range(5):
+        torch.manual_seed(seed)
+        for x in (torch.randn(40, 256).half(), torch.randn(9, 999).half(), torch.randn(300, 17).half(),
+                  (torch.randn(2, 20000) * 4).half()):
+            atol, rtol = tolerance_rounded_once(x.dtype)
+            check(_ok, [x], reference, atol=atol, rtol=rtol, hints=HINTS, name="softmax")
+            with pytest.raises(CheckFailed, match="computed in float16"):
+                check(_float16_math, [x], reference, atol=atol, rtol=rtol, hints=HINTS, name="softmax")
+            atol, rtol = tolerance(x.dtype)  # the other tests' tolerance lets float16 math through
+            check(_float16_math, [x], reference, atol=atol, rtol=rtol, hints=HINTS, name="softmax")
+    assert tolerance_rounded_once(torch.float32) == tolerance(torch.float32)
+
+
+def test_hint_float16_math_is_not_named_for_other_mistakes():
+    assert "computed in float16" not in _explain(lambda x: _ok(x) * 1.01, torch.randn(5, 40).half())
+    assert "computed in float16" not in _explain(lambda x: _ok(x) * 1.001, torch.randn(5, 40))
 
 
 def test_hint_input_modified():

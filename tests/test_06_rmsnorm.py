@@ -1,11 +1,12 @@
 """Chapter 06 (RMSNorm): the example submissions earn and lose points for the right reasons.
 
-Each answer file runs against the hidden tests under Triton's interpreter, and one (float16
+Each answer file runs against the hidden tests through the judge in this process, and one (float16
 accumulation) also goes through real nbgrader autograde. Accumulating in float16, ignoring or fixing
 eps, and addressing rows as if they were back to back each lose their test, with feedback that names
-the trap. The straightforward one-row-per-program kernel and the twice-the-bytes kernel compute the
-right values; on the H200 the first passes the bandwidth check and the second fails it
-(results/06_rmsnorm.json).
+the trap. The straightforward one-row-per-program kernel and the twice-the-bytes kernel (a second kernel
+applies the weight) compute the right values; on the H200 the first passes the bandwidth check and a
+twice-the-bytes kernel fails it (results/06_rmsnorm.json). Applying the weight in PyTorch instead earns
+nothing: the grader awards points only for results a Triton kernel computes.
 """
 
 from __future__ import annotations
@@ -23,12 +24,19 @@ pytestmark = pytest.mark.notebook
 CHAPTER = "06_rmsnorm"
 
 
-@pytest.mark.parametrize("student", ["ada_correct", "carl_one_row_per_program", "gail_weight_in_torch"])
+@pytest.mark.parametrize("student", ["ada_correct", "carl_one_row_per_program", "hugo_weight_second_kernel"])
 def test_right_values_pass_every_test_here(student):
     outcomes = run_with_answers(CHAPTER, student)
     assert set(outcomes) >= {"test_rmsnorm_shapes", "test_rmsnorm_strided", "test_rmsnorm_fp16",
-                             "test_rmsnorm_eps"}
+                             "test_rmsnorm_eps", "test_rmsnorm_bandwidth"}
     assert all(v == "passed" for v in outcomes.values()), outcomes
+
+
+def test_weight_applied_by_pytorch_earns_nothing():
+    """Right values, but the last multiplication is PyTorch's: every correctness test fails and says why."""
+    outcomes = run_with_answers(CHAPTER, "gail_weight_in_torch")
+    for grade_id in ("test_rmsnorm_shapes", "test_rmsnorm_strided", "test_rmsnorm_fp16", "test_rmsnorm_eps"):
+        assert "computed with PyTorch outside its kernel (aten.mul)" in outcomes[grade_id], outcomes[grade_id]
 
 
 @pytest.mark.parametrize("student", ["dev_no_eps", "eve_fixed_eps"])

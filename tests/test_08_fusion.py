@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_with_answers
 from utils.gpus import GPU_SPECS
 from utils.roofline import KernelPoint, Roof, datasheet_roof, device_roof, plot_roofline
 
@@ -54,6 +54,56 @@ def test_recorded_gpu_figures_meet_the_claims():
     assert ce["fused_speed_relative_to_unfused"] < 1.0, "the counter-example must show fusion losing"
 
 
+BYTE_TESTS = ("test_softmax_bytes", "test_norm_bytes", "test_gemm_act", "test_chain_bytes")
+FUSED_TESTS = ("test_fused_fp32", "test_fused_fp16", "test_fused_inputs_untouched")
+
+
+@pytest.mark.notebook
+def test_correct_answers_pass_every_hidden_test_through_the_judge():
+    outcomes = run_with_answers(CHAPTER, "ada_correct")
+    assert set(outcomes) >= {*BYTE_TESTS, "test_roofline", *FUSED_TESTS, "test_fused_bandwidth"}
+    assert all(v == "passed" for v in outcomes.values()), outcomes
+
+
+@pytest.mark.notebook
+def test_mistakes_lose_the_points_they_should_through_the_judge():
+    cleo = run_with_answers(CHAPTER, "cleo_residual_in_place")
+    assert "Input 1 was modified" in cleo["test_fused_inputs_untouched"], cleo
+    assert "Input 0 was modified" not in cleo["test_fused_inputs_untouched"]
+    assert all(cleo[t] == "passed" for t in (*BYTE_TESTS, "test_roofline")), cleo
+
+    dev = run_with_answers(CHAPTER, "dev_norm_without_residual")
+    assert "over x alone" in dev["test_fused_fp32"] and "over x alone" in dev["test_fused_fp16"], dev
+    assert all(dev[t] == "passed" for t in (*BYTE_TESTS, "test_roofline")), dev
+
+    eve = run_with_answers(CHAPTER, "eve_traffic_off_by_one")
+    for test in BYTE_TESTS:
+        assert eve[test].startswith("CheckFailed") and "expected" in eve[test], (test, eve[test])
+    assert all(eve[t] == "passed" for t in ("test_roofline", *FUSED_TESTS)), eve
+
+    # BLOCK_N capped at 16384 without a loop over the row: right on every row up to 16384 elements, so only
+    # the rows wider than that (what a GPU kernel tiling its rows must loop over) catch it.
+    fay = run_with_answers(CHAPTER, "fay_capped_block")
+    for test in FUSED_TESTS:
+        assert "never written" in fay[test] and "loop over its tiles" in fay[test], (test, fay[test])
+    assert all(fay[t] == "passed" for t in (*BYTE_TESTS, "test_roofline")), fay
+
+
+def test_hidden_tests_use_only_judge_names_and_give_the_timed_check_a_reference():
+    import nbformat
+
+    from grader.course import solution_notebook
+    from grader.execute import is_judge_cell, is_test
+
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    assert {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_judge_cell(c)} == {"judge_traffic",
+                                                                                         "judge_fused"}
+    bandwidth = next(c.source for c in nb.cells if is_test(c)
+                     and c.metadata["nbgrader"]["grade_id"] == "test_fused_bandwidth")
+    assert "reference=reference" in bandwidth and "tolerances=fused_tolerances" in bandwidth
+    assert "fraction=0.8" in bandwidth
+
+
 @pytest.mark.notebook
 def test_examples_fail_for_the_right_reason(tmp_path):
     from grader.autograde import find_submissions, grade_all
@@ -61,7 +111,7 @@ def test_examples_fail_for_the_right_reason(tmp_path):
 
     students = build_submissions(CHAPTER, tmp_path / "submitted")
     assert {"ada_correct", "ben_untouched", "cleo_residual_in_place", "dev_norm_without_residual",
-            "eve_traffic_off_by_one"} <= set(students)
+            "eve_traffic_off_by_one", "fay_capped_block"} <= set(students)
     keep = ["ada_correct", "cleo_residual_in_place", "dev_norm_without_residual", "eve_traffic_off_by_one"]
     subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student in keep]
     rec = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2)}

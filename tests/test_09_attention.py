@@ -1,21 +1,36 @@
 """Chapter 09 (attention): the offset checks catch the Z = 1-only row offset, the reference kernel is right
-on the cases the hidden tests use, and each example submission fails the test it should."""
+on the cases the hidden tests use, and each example submission fails the test it should -- at the
+interpreter's block sizes and, for the mistakes that only long sequences or the diagonal block expose
+(no online-softmax rescale, a causal bound in whole blocks), at every block size the GPU autotuner tries."""
 
 from __future__ import annotations
 
+import functools
 import math
+import types
+import zlib
 
+import nbformat
 import pytest
 import torch
+import triton
 
 from grader.autograde import find_submissions, grade_all
 from grader.course import solution_notebook
 from grader.examples import build_submissions
 from grader.notebook_code import load_namespace
+from tests.conftest import ROOT, run_with_answers
 from utils.attention import attention_reference, check_base_offset, check_row_offset, check_split
 from utils.checks import CheckFailed
 
 CHAPTER = "09_attention"
+ATTENTION_TESTS = ["test_attention_one_batch", "test_attention_batches_and_heads", "test_attention_causal",
+                   "test_attention_strided_heads", "test_attention_sm_scale", "test_attention_fp16"]
+#: Hidden tests whose cases span several key blocks even at the GPU's largest BLOCK_N (128).
+LONG_TESTS = ["test_attention_one_batch", "test_attention_batches_and_heads", "test_attention_causal",
+              "test_attention_fp16"]
+#: (BLOCK_M, BLOCK_N) of the solution's GPU autotune configurations (attention_configs() off the interpreter).
+GPU_BLOCKS = [(64, 64), (128, 64), (128, 128)]
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +116,96 @@ def test_examples_fail_for_the_right_reason(tmp_path):
     assert scale.status == "failed" and "sm_scale explicitly" in scale.message
     for student in keep:
         assert status(student, "test_split_program_id") == "passed"
+
+
+def test_the_solution_tunes_over_the_gpu_blocks_these_tests_assume():
+    """GPU_BLOCKS below must follow the solution's autotune list, and the hidden tests' long N exceed it."""
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    src = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "attention")
+    ns = {"triton": triton, "device": types.SimpleNamespace(interpreted=False)}
+    exec(src[:src.index("@triton.jit")], ns)
+    blocks = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in ns["attention_configs"]()}
+    assert blocks == set(GPU_BLOCKS)
+    judge = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "judge_attention")
+    assert "LONG_N = 3 * 128 + 17" in judge and max(bn for _, bn in GPU_BLOCKS) == 128
+
+
+@functools.cache
+def executed_with(student: str) -> tuple[dict, dict[str, str]]:
+    """The solution notebook with ``student``'s answers, run in this process as nbval would (every code cell
+    before the hidden tests; a failing self-check is the student's business); returns the namespace and the
+    hidden attention tests' sources by grade_id."""
+    from grader.examples import answer_source, parse_answers
+    from grader.notebook_code import exec_cell
+
+    answers = parse_answers((ROOT / "tests" / "submissions" / CHAPTER / f"{student}.py").read_text())
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    ns: dict = {"__name__": f"nb09_{student}"}
+    tests: dict[str, str] = {}
+    for i, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        if meta.get("grade"):
+            if meta["grade_id"] in ATTENTION_TESTS:
+                tests[meta["grade_id"]] = cell.source
+            continue
+        if tests:  # the benchmark after the tests
+            break
+        source = answer_source(answers[meta["grade_id"]], cell.source, meta["grade_id"]) \
+            if meta.get("solution") and meta.get("grade_id") in answers else cell.source
+        try:
+            exec_cell(source, f"<nb09 {student} cell {i}>", ns)
+        except CheckFailed:
+            pass
+    return ns, tests
+
+
+def outcomes_at_blocks(ns: dict, tests: dict[str, str], block_m: int, block_n: int,
+                       only: list[str]) -> dict[str, str]:
+    """Run hidden attention tests with the kernel pinned to one GPU configuration (in the interpreter)."""
+    kernel = ns["attention_kernel"]
+    kernel.configs = [triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=4, num_stages=1)]
+    kernel.cache.clear()
+    outcomes = {}
+    for gid in only:
+        source = tests[gid]
+        torch.manual_seed(zlib.crc32(gid.encode()))
+        try:
+            exec(compile(source, f"<{gid}>", "exec"), dict(ns))
+            outcomes[gid] = "passed"
+        except CheckFailed as exc:
+            outcomes[gid] = f"failed: {exc}"
+    return outcomes
+
+
+def test_correct_keeps_every_test_and_the_new_mistakes_lose_theirs():
+    """Through the judge, at the interpreter's block sizes."""
+    ada = run_with_answers(CHAPTER, "ada_correct")
+    assert set(ada.values()) == {"passed"}, ada
+    no_rescale = run_with_answers(CHAPTER, "gil_no_rescale")
+    for test in LONG_TESTS:
+        assert no_rescale[test].startswith("CheckFailed"), (test, no_rescale[test])
+    block_units = run_with_answers(CHAPTER, "hal_causal_block_units")
+    assert block_units["test_attention_causal"].startswith("CheckFailed")
+    assert "not per block" in block_units["test_attention_causal"]
+    for test in ("test_attention_one_batch", "test_attention_batches_and_heads"):
+        assert block_units[test] == "passed"
+    for outcomes in (no_rescale, block_units):
+        assert all(outcomes[t] == "passed" for t in ("test_split_program_id", "test_row_offset_batched",
+                                                     "test_base_offset_layouts"))
+
+
+@pytest.mark.parametrize("block_m,block_n", GPU_BLOCKS)
+def test_mistakes_lose_points_at_gpu_block_sizes(block_m, block_n):
+    """The kernel pinned to each GPU configuration: the tests still tell the correct kernel from a kernel that
+    never rescales (their long N spans several key blocks) and from a causal bound in whole blocks."""
+    ns, tests = executed_with("ada_correct")
+    outcomes = outcomes_at_blocks(ns, tests, block_m, block_n, ATTENTION_TESTS)
+    assert set(outcomes.values()) == {"passed"}, outcomes
+    ns, tests = executed_with("gil_no_rescale")
+    for test, outcome in outcomes_at_blocks(ns, tests, block_m, block_n, LONG_TESTS).items():
+        assert outcome.startswith("failed") and "rescaled by alpha" in outcome, (test, outcome[:2000])
+    ns, tests = executed_with("hal_causal_block_units")
+    outcome = outcomes_at_blocks(ns, tests, block_m, block_n, ["test_attention_causal"])["test_attention_causal"]
+    assert outcome.startswith("failed") and "not per block" in outcome, outcome[:2000]

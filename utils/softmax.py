@@ -3,6 +3,8 @@
 * :func:`reference` -- row softmax in float64, exactly torch's semantics (a row that is ``-inf``
   everywhere gives NaN, as ``torch.softmax`` does);
 * :func:`tolerance` -- (atol, rtol) for a kernel that computes in float32 and rounds once;
+* :func:`tolerance_rounded_once` -- the tight float16 tolerance that tells "computed in float32, rounded
+  once" (half a unit in the last place) from "computed in float16" (three roundings: exp, sum, quotient);
 * :data:`HINTS` -- the chapter's known traps, each named when a check sees its symptom;
 * input makers for the traps: :func:`strided_rows`, :func:`with_neg_inf`;
 * :func:`warps_per_sm` -- how many warps one SM of this GPU holds, for sizing persistent grids.
@@ -26,6 +28,18 @@ def reference(x: torch.Tensor) -> torch.Tensor:
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:
     """(atol, rtol): the elementwise tolerances; a softmax rounds once to the output dtype too."""
     return tolerance_for(dtype)
+
+
+#: One rounding to float16 is off by at most half a unit in the last place: 2^-11 of the value. 5% more
+#: for float32's own error (exp, sum, division); 1e-7 for float16's subnormals (spacing 6e-8).
+ROUNDED_ONCE_FP16 = (1e-7, 1.05 * 2.0**-11)
+
+
+def tolerance_rounded_once(dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol) for float16 outputs computed in float32 and rounded once: a kernel whose exp, sum or
+    division runs in float16 rounds three times, and about one element in ten lands outside. Other dtypes:
+    :func:`tolerance`."""
+    return ROUNDED_ONCE_FP16 if dtype == torch.float16 else tolerance(dtype)
 
 
 def strided_rows(m: int, n: int, *, pad: int = 37, dtype: torch.dtype = torch.float32,
@@ -111,6 +125,18 @@ def _row_stride(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
     return not bool(rows_wrong[0]) and bool(rows_wrong[1:].any())
 
 
+def _float16_math(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
+    """float16 output, every wrong element written, finite and within a few roundings of the reference."""
+    x = inputs[0]
+    wrong = c.wrong
+    if x.dtype != torch.float16 or not bool(wrong.any()) or bool((wrong & c.unwritten).any()):
+        return False
+    got, expected = c.got[wrong], c.expected[wrong]
+    if not bool(torch.isfinite(got).all() & torch.isfinite(expected).all()):
+        return False
+    return bool(((got - expected).abs() <= 1e-7 + 8 * 2.0**-11 * expected.abs()).all())
+
+
 def _input_modified(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
     return any("was modified" in note for note in c.notes)
 
@@ -132,6 +158,10 @@ HINTS: list[Hint] = [
     Hint(_row_stride, "Row 0 is right but later rows are wrong, and this input's rows are x.stride(0) "
          "elements apart, not N: step between rows with the row stride of each tensor (x.stride(0) for "
          "the input, out.stride(0) for the output)."),
+    Hint(_float16_math, "float16 results a few roundings away from the exact softmax: were the max, exp, "
+         "sum or division computed in float16? Convert x with .to(tl.float32) right after loading, compute "
+         "in float32 and round once, when storing: then every element is within half a unit in the last "
+         "place of float16."),
     Hint(_input_modified, "Your softmax wrote into its input: keep the intermediate values (x - max, "
          "exp) in registers and write only the output, which also saves the extra traffic."),
 ]

@@ -43,7 +43,7 @@ def make_tensor(spec: dict[str, Any], key: int, device: str) -> torch.Tensor:
 def build_args(arg_specs: list[dict[str, Any]], key: int, device: str) -> list[Any]:
     out = []
     for j, a in enumerate(arg_specs):
-        out.append(make_tensor(a, key * 31 + j, device) if a["kind"] == "tensor" else a["value"])
+        out.append(make_tensor(a, (key * 31 + j) % 2**63, device) if a["kind"] == "tensor" else a["value"])
     return out
 
 
@@ -68,6 +68,19 @@ def _sync(device: str) -> None:
 
 
 def serve_timing(path: Path, req: dict[str, Any]) -> None:
+    try:
+        _serve_timing(path, req)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # answer with the reason rather than with silence
+        from utils.checks import explain_exception
+
+        _STATE.clear()
+        (path / "response.json").write_text(json.dumps(
+            {"status": "raised", "error": explain_exception(exc, req.get("label", "the timed function"))}))
+
+
+def _serve_timing(path: Path, req: dict[str, Any]) -> None:
     step, device = req["step"], req.get("device", "cpu")
     resp: dict[str, Any] = {"status": "ok"}
     if step == "noop":

