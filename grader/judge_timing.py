@@ -103,6 +103,8 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
         folders.append(f)
         if resp.get("status") != "ok":
             raise CheckFailed(f"{what}: {str(resp.get('error', 'the function failed before timing'))[:2000]}")
+        _, _, f = _request(session, {"step": "spin", "label": what}, timeout_s)
+        folders.append(f)
         overheads = []
         for _ in range(3):
             _, wall, f = _request(session, {"step": "noop", "label": what}, timeout_s)

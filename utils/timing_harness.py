@@ -85,6 +85,13 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
     resp: dict[str, Any] = {"status": "ok"}
     if step == "noop":
         _sync(device)
+    elif step == "spin" and device.startswith("cuda"):  # an idle GPU drops its clocks: busy ~100 ms first
+        a = torch.randn(2048, 2048, device=device)
+        end_at = time.perf_counter() + 0.1
+        while time.perf_counter() < end_at:
+            a @ a
+            torch.cuda.synchronize()
+        del a
     elif step == "prepare":
         _STATE.clear()
         fn = _namespace().get(req["fn"])
@@ -108,13 +115,6 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
         log = OperatorLog(flat_inputs)
         launches = _Launches(log)
         outs = []
-        if device.startswith("cuda"):  # an idle GPU drops its clocks: keep it busy ~100 ms first
-            a = torch.randn(2048, 2048, device=device)
-            end_at = time.perf_counter() + 0.1
-            while time.perf_counter() < end_at:
-                a @ a
-                torch.cuda.synchronize()
-            del a
         _sync(device)
         with launches, log:
             if device.startswith("cuda"):
