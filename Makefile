@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 CHROMIUM ?= $(or $(COURSE_CHROMIUM),/usr/bin/chromium)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install browser demo test release check-release clean
+.PHONY: install browser sandbox demo test release check-release clean
 
 $(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/gpu.txt requirements/cpu.lock
 	$(PYTHON) -m venv $(VENV)
@@ -34,10 +34,16 @@ browser:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@test -x $(CHROMIUM) || { echo "no Chromium at $(CHROMIUM): the browser test will fail"; exit 1; }
 
-demo: install
+# The grader runs every submission inside bubblewrap (Debian's package): installed here when missing.
+sandbox:
+	@command -v bwrap >/dev/null || { echo "Installing Debian's bubblewrap for the grading sandbox ..."; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
+
+demo: install sandbox
 	$(PY) -m grader demo --out $(DEMO_OUT)
 
-test: install browser
+test: install browser sandbox
 	COURSE_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadgroup --timeout 1800 $(PYTEST_ARGS)
 
 release: install

@@ -95,7 +95,7 @@ def test_monkeypatching_is_undone(graded):
 
 def test_gradebook_and_file_tampering_changes_nothing(graded):
     kim = graded["by"]["kim_tamper"]["test_add_ragged"]
-    assert "gradebook was changed" in kim.message
+    assert kim.points == 0 and "wrong" in kim.message  # the sandbox never sees the gradebook
     for s in graded["subs"]:  # every submitted notebook is back as it was handed in
         assert s.notebook.read_bytes() == graded["before"][s.student], s.student
     for f in (graded["out"] / "records" / A).glob("*.json"):
@@ -108,8 +108,8 @@ def test_a_kernel_crash_is_reported_and_grading_goes_on(graded):
     for gid in ("test_add_ragged", "test_add_2d", "test_add_writes_exactly_n"):
         assert lea[gid].status == "passed", lea[gid]
     cleo = graded["by"]["cleo_no_mask"]
-    assert "crashed" in cleo["test_add_ragged"].message
     assert "Out-of-bounds stores" in cleo["test_add_ragged"].message
+    assert "no mask" in cleo["test_add_writes_exactly_n"].message
 
 
 def test_an_infinite_loop_times_out_one_test_only(graded):

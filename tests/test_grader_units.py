@@ -18,7 +18,6 @@ from grader.repair import repair_notebook
 from grader.collect import collect, student_of
 from grader.course import EXAMPLE_SUBMISSIONS, student_notebook
 from grader.examples import apply_answers, parse_answers
-from grader.execute import defined_names, trusted_imports
 from grader.feedback import PLACEHOLDER, hide_hidden_regions
 from tests.safety.transforms import TRANSFORMS
 from utils import integrity
@@ -87,38 +86,6 @@ def test_check_requires_a_kernel_only_when_asked(monkeypatch):
     with pytest.raises(CheckFailed):
         check(lambda t: t.clone(), [x], lambda t: t, atol=0, rtol=0)
     check(lambda t: t.clone(), [x], lambda t: t, atol=0, rtol=0, require_kernel=False)
-
-
-def test_trusted_state_undoes_monkeypatching():
-    import time
-
-    state = integrity.TrustedState.snapshot()
-    real_allclose, real_perf, real_le = torch.allclose, time.perf_counter, torch.Tensor.__le__
-    ns = {"check": check}
-    state.remember(ns, ["check"])
-    try:
-        torch.allclose = lambda *a, **k: True
-        time.perf_counter = lambda: 0.0
-        torch.Tensor.__le__ = lambda self, other: True
-        torch.Tensor.sneaky = lambda self: 1
-        ns["check"] = lambda *a, **k: None
-        changed = state.restore(ns)
-    finally:
-        torch.allclose, time.perf_counter = real_allclose, real_perf
-    assert torch.allclose is real_allclose and time.perf_counter is real_perf
-    assert torch.Tensor.__le__ is real_le and not hasattr(torch.Tensor, "sneaky")
-    assert ns["check"] is check
-    assert {"torch.allclose", "time.perf_counter", "check"} <= set(changed)
-    assert state.restore(ns) == []
-
-
-def test_names_and_imports_of_cells():
-    assert defined_names("import torch, numpy as np\nfrom a.b import c as d\nx = 1\ndef f(): pass\n") == \
-        ["torch", "np", "d", "x", "f"]
-    assert defined_names("this is not python") == []
-    nb = nbformat.read(student_notebook(A), as_version=4)
-    code = trusted_imports(nb)
-    assert "from utils.checks import check_all" in code.replace("check_all, tolerance_for", "check_all")
 
 
 def _ada():
