@@ -25,7 +25,6 @@ The flow of one run (:func:`grade_all`):
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import shutil

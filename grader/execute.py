@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
@@ -75,9 +76,8 @@ def _is_kernel(node: ast.FunctionDef) -> bool:
                for d in node.decorator_list)
 
 
-def submitted_kernels(nb) -> dict[str, str]:
-    """name -> source of each Triton kernel defined in the notebook's solution cells (read, never run)."""
-    kernels: dict[str, str] = {}
+def _solution_functions(nb) -> Iterator[tuple[str, ast.FunctionDef]]:
+    """(cell source, top-level function definition) for every function of the notebook's solution cells."""
     for cell in nb.cells:
         if not _nbgrader(cell).get("solution"):
             continue
@@ -86,25 +86,19 @@ def submitted_kernels(nb) -> dict[str, str]:
         except SyntaxError:
             continue
         for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and _is_kernel(node):
-                kernels[node.name] = ast.get_source_segment(cell.source, node) or ""
-    return kernels
+            if isinstance(node, ast.FunctionDef):
+                yield cell.source, node
+
+
+def submitted_kernels(nb) -> dict[str, str]:
+    """name -> source of each Triton kernel defined in the notebook's solution cells (read, never run)."""
+    return {node.name: ast.get_source_segment(src, node) or "" for src, node in _solution_functions(nb)
+            if _is_kernel(node)}
 
 
 def graded_functions(source_notebook) -> list[str]:
     """Names of the plain functions the solution cells define (not Triton kernels): what tests call."""
-    names: list[str] = []
-    for cell in source_notebook.cells:
-        if not _nbgrader(cell).get("solution"):
-            continue
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and not _is_kernel(node):
-                names.append(node.name)
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(node.name for _, node in _solution_functions(source_notebook) if not _is_kernel(node)))
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -279,7 +273,8 @@ class CourseExecute(Execute):
                        ".sandbox")
         if sandboxed:
             env = {k: v for k, v in os.environ.items()
-                   if k in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "COURSE_COPY_GBPS", "OMP_NUM_THREADS")}
+                   if k in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "COURSE_COPY_GBPS", "OMP_NUM_THREADS",
+                            "COURSE_TEST_ATTACK_ROOT")}
             self._sandbox = Sandbox(slot=int(os.environ.get(SANDBOX_SLOT_ENV, "0")), staging=staging, gpu=gpu, env=env)
             exchange, uid = self._sandbox.exchange, self._sandbox.uid
         else:
@@ -288,7 +283,8 @@ class CourseExecute(Execute):
             if exchange.exists():
                 shutil.rmtree(exchange)
             exchange.mkdir(parents=True)
-        self._session = JudgeSession(KernelTransport(self, exchange, "cuda" if gpu else "cpu", uid), seed)
+        self._session = JudgeSession(KernelTransport(self, exchange, "cuda" if gpu else "cpu", uid), seed,
+                                     call_timeout_s=float(self.timeout or 300))
         problems = self._session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
                                                  graded_functions(source), submitted_kernels(nb))
         crashed: list[int] = []

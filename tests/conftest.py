@@ -28,8 +28,8 @@ def chapter_params():
 
 
 def run_with_answers(chapter: str, student: str) -> dict[str, str]:
-    """Execute a chapter's solution notebook in this process with ``student``'s answer cells (from
-    tests/submissions/) in place of the solution cells, then run every hidden test through the grader's
+    """Execute a chapter's student notebook in this process with ``student``'s answer cells (from
+    tests/submissions/; an answer file without sections is an untouched notebook), then run every hidden test through the grader's
     judge (:mod:`grader.judge`: the tests see only the ``judge`` cells and proxies of the graded
     functions, exactly as when grading); return each test's outcome: "passed" or the error it raised.
 
@@ -41,23 +41,18 @@ def run_with_answers(chapter: str, student: str) -> dict[str, str]:
     import nbformat
 
     from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook
-    from grader.examples import answer_source, parse_answers
+    from grader.examples import apply_answers, parse_answers
     from grader.execute import graded_functions, is_judge_cell, is_test, submitted_kernels
     from grader.judge import InProcessTransport, JudgeSession, run_test_cell
 
     answers = parse_answers((EXAMPLE_SUBMISSIONS / chapter / f"{student}.py").read_text())
-    nb = nbformat.read(solution_notebook(chapter), as_version=4)
+    nb = apply_answers(chapter, answers)
     source = nbformat.read(solution_notebook(chapter), as_version=4)
     ns: dict[str, object] = {"__name__": "__main__"}
-    tests = []
+    tests = [c for c in source.cells if is_test(c)]  # the hidden tests, as nbgrader restores them
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code":
-            continue
-        if meta.get("solution") and meta["grade_id"] in answers:
-            cell.source = answer_source(answers[meta["grade_id"]], cell.source, meta["grade_id"])
-        if is_test(cell):
-            tests.append(cell)
+        if cell.cell_type != "code" or is_test(cell):
             continue
         try:
             exec(compile(cell.source, f"<{meta.get('grade_id', 'cell')}>", "exec"), ns)

@@ -1,4 +1,5 @@
-"""The autograder against a corpus of cheating, broken and noisy submissions (chapter 03, real nbgrader).
+"""The autograder against a corpus of cheating, broken, hostile and noisy submissions (chapter 03, real
+nbgrader, every submission in its bubblewrap sandbox, the hidden tests in the judge).
 
 One class is graded once (module fixture, 2 workers): the example answer files of
 ``tests/submissions/03_vector_add``, the slow ones of ``tests/safety/03_vector_add`` (an infinite loop,
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -23,8 +25,9 @@ from tests.safety.transforms import SAFETY_ANSWERS, TRANSFORMS
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grader_safety")]  # one fixture, one worker
 
 A = "03_vector_add"
-HONEST = ["ada_correct", "mia_noisy", "jay_huge_output"]
-CHEATS = ["fay_torch_result", "gus_monkeypatch", "hal_hardcoded", "kim_tamper"]
+HONEST = ["ada_correct", "mia_noisy", "jay_huge_output", "vic_harm_others", "xan_display_flood"]
+CHEATS = ["fay_torch_result", "gus_monkeypatch", "hal_hardcoded", "kim_tamper", "rex_token_launch",
+          "uma_hooks_and_outputs"]
 CORRECTNESS = ["test_add_ragged", "test_add_fp16", "test_add_2d", "test_add_writes_exactly_n"]
 
 
@@ -40,7 +43,8 @@ def graded(tmp_path_factory):
         dest.parent.mkdir(parents=True)
         nbformat.write(transform(nbformat.from_dict(json.loads(json.dumps(ada)))), dest)
         students.append(name)
-    keep = set(HONEST + CHEATS + ["cleo_no_mask", "ivy_infinite_loop", "lea_crash_in_test"] + list(TRANSFORMS))
+    keep = set(HONEST + CHEATS + ["cleo_no_mask", "ivy_infinite_loop", "lea_crash_in_test", "wes_kills_and_fakes"]
+               + list(TRANSFORMS))
     subs = [s for s in find_submissions(submitted, A) if s.student in keep]
     before = {s.student: s.notebook.read_bytes() for s in subs}
     os.environ["COURSE_TEST_ATTACK_ROOT"] = str(root)
@@ -51,7 +55,8 @@ def graded(tmp_path_factory):
     by = {}
     for r in records:
         by.setdefault(r.student, {})[r.grade_id] = r
-    return {"root": root, "out": root / "out", "subs": subs, "before": before, "by": by, "students": keep}
+    return {"root": root, "out": root / "out", "subs": subs, "before": before, "by": by, "students": keep,
+            "records": records}
 
 
 def test_every_student_is_reported_with_every_test(graded):
@@ -148,3 +153,58 @@ def test_resume_skips_graded_submissions(graded, monkeypatch):
     subs = [s for s in graded["subs"] if s.student in ("ada_correct", "fay_torch_result")]
     again = grade_all(subs, graded["out"], workers=2)
     assert [r.points for r in again] == [graded["by"][r.student][r.grade_id].points for r in again]
+
+
+def test_nothing_outside_a_sandbox_was_written(graded):
+    """vic_harm_others tried HOME startup files, the course checkout and the class folder: none exist."""
+    from grader.course import REPO_ROOT
+
+    assert not (graded["root"] / "planted.py").exists()
+    assert not (Path.home() / ".ipython/profile_default/startup/00-own.py").exists()
+    assert "OWNED" not in (REPO_ROOT / "utils" / "checks.py").read_text()
+    for f in (graded["out"] / "records" / A).glob("*.json"):  # its leftover process is gone with its sandbox
+        assert json.loads(f.read_text())["signature"], f
+
+
+def test_a_process_that_kills_everything_it_sees_costs_only_that_call(graded):
+    wes = graded["by"]["wes_kills_and_fakes"]
+    assert wes["test_add_ragged"].status == "error" and "crashed" in wes["test_add_ragged"].message
+    for gid in ("test_add_fp16", "test_add_2d", "test_add_writes_exactly_n"):
+        assert wes[gid].status == "passed", wes[gid]
+    assert "failed to start" not in wes["test_add_ragged"].message  # its printed failure text is not evidence
+
+
+def test_display_updates_cannot_bloat_the_stored_notebook(graded):
+    nb = graded["out"] / "work" / A / "xan_display_flood" / f"{A}.ipynb"
+    assert nb.stat().st_size < 10_000_000
+
+
+def test_records_name_their_provenance(graded):
+    rec = json.loads((graded["out"] / "records" / A / "ada_correct.json").read_text())
+    run = rec["run"]
+    assert run["sandbox"].startswith("bubblewrap") and len(run["seed_sha"]) == 16
+    assert run["course_commit"] and run["torch"] and run["gpu"]
+
+
+def test_a_planted_resume_record_is_not_trusted(graded, monkeypatch):
+    """A record that the grader did not sign (written by anyone else) is graded again, not believed."""
+    import grader.autograde as ag
+    from grader.records import sha256
+
+    sub = next(s for s in graded["subs"] if s.student == "rex_token_launch")
+    path = graded["out"] / "records" / A / f"{sub.student}.json"
+    saved = path.read_bytes()
+    forged = json.loads(saved)
+    for r in forged["records"]:
+        r["points"], r["status"] = r["max_points"], "passed"
+    forged["sha256"] = sha256(sub.notebook.read_bytes())
+    path.write_text(json.dumps(forged))
+    regraded = []
+    monkeypatch.setattr(ag, "run_job", lambda job: regraded.append(job.student) or ag.JobResult(
+        ag._all(job, "error", "regraded").records, []))
+    try:
+        again = grade_all([sub], graded["out"], workers=1, feedback=False)
+    finally:
+        path.write_bytes(saved)
+    assert regraded == [sub.student]
+    assert all(r.points == 0 for r in again)

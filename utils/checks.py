@@ -346,11 +346,15 @@ def check(fn: Callable[..., torch.Tensor], args: Sequence[object], reference: Ca
 
     ``require_kernel``: fail unless ``fn`` launched at least one Triton kernel. The default (None)
     follows the grader, which sets ``COURSE_REQUIRE_KERNEL=1``; pass False for a check whose function
-    legitimately launches no kernel. After ``fn`` returns, anything the grader protects (comparison
-    functions, timers, the course's helpers) that ``fn`` monkeypatched is put back first.
+    legitimately launches no kernel.
+
+    The reference is computed from copies of the inputs taken before the call. When ``fn`` is the
+    grader's proxy of a student's function (it has ``remote_call``, see :mod:`grader.judge`), the call
+    runs in the student's sandboxed kernel and only its output, its inputs after the call and the
+    evidence of how it was made come back; everything else here runs in the judge.
     """
     __tracebackhide__ = True
-    from utils.integrity import KernelLaunches, require_kernel_default, restore_after_student_code
+    from utils.integrity import KernelLaunches, require_kernel_default
 
     call = name or getattr(fn, "__name__", "your function")
     label = f"{call}({describe_inputs(args)})"
@@ -371,9 +375,7 @@ def check(fn: Callable[..., torch.Tensor], args: Sequence[object], reference: Ca
             try:
                 got = fn(*args)
             except Exception as exc:  # the student's code failed: explain, don't dump Triton internals
-                restore_after_student_code()
                 raise CheckFailed(explain_exception(exc, label)) from None
-        restore_after_student_code()
         if (require_kernel_default() if require_kernel is None else require_kernel) and launches.count == 0:
             raise CheckFailed(f"{label} returned without launching a Triton kernel. The grader awards points "
                               "only for results your Triton kernel computes (not PyTorch, NumPy or stored "

@@ -63,11 +63,10 @@ def require_launch_per_call(timed: "LaunchesPerCall", what: str) -> None:
 def timed_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
                what: str) -> float:
     """:func:`utils.bench.measure_gbps` of ``fn``, checking that every timed call launched a kernel."""
-    from utils.integrity import LaunchesPerCall, restore_after_student_code
+    from utils.integrity import LaunchesPerCall
 
     with LaunchesPerCall(fn) as timed:
         achieved = measure_gbps(timed, make_inputs, nbytes)
-    restore_after_student_code()
     require_launch_per_call(timed, what)
     return achieved
 
@@ -117,7 +116,7 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
               f"used Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; "
               "the instructor grades it on a GPU.")
         return 0.0
-    from utils.integrity import KernelLaunches, require_kernel_default, restore_after_student_code
+    from utils.integrity import KernelLaunches, require_kernel_default
 
     with quiet_stderr():
         if correct_first is not None:
@@ -130,7 +129,6 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
         try:
             with KernelLaunches() as launches:
                 fn(*make_inputs())
-            restore_after_student_code()
             if require_kernel_default() and launches.count == 0:
                 raise CheckFailed(f"{what}: the function launched no Triton kernel, so there is no kernel "
                                   "bandwidth to grade (results computed by PyTorch earn no points).")
@@ -142,7 +140,6 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
         except CheckFailed:
             raise
         except Exception as exc:
-            restore_after_student_code()
             raise CheckFailed(explain_exception(exc, what)) from None
     target = fraction * ceiling
     verdict = (f"{what}: {achieved:,.0f} GB/s; target {fraction:.0%} of this GPU's copy bandwidth "

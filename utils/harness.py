@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from utils.integrity import KernelLaunches, inside_launch
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
@@ -70,13 +71,6 @@ def _plain(value: Any, depth: int = 0) -> Any:
 # Evidence: which PyTorch operators a call ran outside its Triton launches, and where its output came from
 # ---------------------------------------------------------------------------------------------------
 
-_STATE = threading.local()
-
-
-def inside_launch() -> bool:
-    return getattr(_STATE, "launch_depth", 0) > 0
-
-
 class OperatorLog:
     """Context manager recording the ATen operators run outside Triton launches, and data provenance.
 
@@ -89,17 +83,18 @@ class OperatorLog:
     FRESH = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
              "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full"}
     COPIES = {"copy_", "_to_copy", "clone", "contiguous", "to"}
+    OUTSIDE = {"lift_fresh", "lift_fresh_copy"}
 
-    def __init__(self, inputs: list[torch.Tensor]):
+    def __init__(self, inputs: list[torch.Tensor], launches: KernelLaunches):
         self.ops: dict[str, int] = {}
         self.known: set[int] = {t.untyped_storage().data_ptr() for t in inputs}
+        self.launches = launches
         self.unknown_copies = 0
         self._mode = None
 
-    def note_launch_args(self, args: tuple) -> None:
-        for a in args:
-            if isinstance(a, torch.Tensor):
-                self.known.add(a.untyped_storage().data_ptr())
+    def is_known(self, t: torch.Tensor) -> bool:
+        ptr = t.untyped_storage().data_ptr()
+        return ptr in self.known or ptr in self.launches.written
 
     def __enter__(self) -> "OperatorLog":
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -116,10 +111,13 @@ class OperatorLog:
                 log.ops[name] = log.ops.get(name, 0) + 1
                 if name in log.COPIES:
                     src = args[1] if name == "copy_" else args[0]
-                    if isinstance(src, torch.Tensor) and src.device.type != "meta" and \
-                            src.untyped_storage().data_ptr() not in log.known:
+                    if isinstance(src, torch.Tensor) and src.device.type != "meta" and not log.is_known(src):
                         log.unknown_copies += 1
-                if name in log.FRESH or name in log.COPIES or name in ("fill_", "zero_") or _is_view(func):
+                # fresh allocations are known; views and copies are known when their source is (so data
+                # lifted from NumPy or Python by lift_fresh never becomes known by being viewed or copied)
+                source_known = bool(args) and isinstance(args[0], torch.Tensor) and log.is_known(args[0])
+                if name in log.FRESH or (name not in log.OUTSIDE and source_known and
+                                         (name in log.COPIES or _is_view(func))):
                     for t in (out if isinstance(out, (tuple, list)) else (out,)):
                         if isinstance(t, torch.Tensor) and t.device.type != "meta":
                             log.known.add(t.untyped_storage().data_ptr())
@@ -138,45 +136,6 @@ def _is_view(func) -> bool:
         return bool(func._schema.returns) and any(r.alias_info is not None for r in func._schema.returns)
     except Exception:
         return False
-
-
-class _Launches:
-    """Counts Triton launches and keeps the operator log out of them (see utils.integrity)."""
-
-    def __init__(self, log: OperatorLog):
-        self.log = log
-        self.count = 0
-        self.written: set[int] = set()
-        self._saved: list[tuple[type, Any]] = []
-
-    def __enter__(self) -> "_Launches":
-        from utils.integrity import _launch_classes
-
-        for cls in _launch_classes():
-            original = cls.__dict__.get("run")
-            if original is None:
-                continue
-            self._saved.append((cls, original))
-
-            def run(fn_self, *args, _original=original, **kwargs):
-                if not kwargs.get("warmup", False):
-                    self.count += 1
-                    self.log.note_launch_args(args + tuple(kwargs.values()))
-                    for a in args + tuple(kwargs.values()):
-                        if isinstance(a, torch.Tensor):
-                            self.written.add(a.untyped_storage().data_ptr())
-                _STATE.launch_depth = getattr(_STATE, "launch_depth", 0) + 1
-                try:
-                    return _original(fn_self, *args, **kwargs)
-                finally:
-                    _STATE.launch_depth -= 1
-
-            setattr(cls, "run", run)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for cls, original in reversed(self._saved):
-            setattr(cls, "run", original)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -225,8 +184,8 @@ def serve(folder: str) -> None:
     kwargs = {k: decode(v) for k, v in req.get("kwargs", {}).items()}
     from utils.checks import GuardedAllocations, explain_exception
 
-    log = OperatorLog(tensors)
-    launches = _Launches(log)
+    launches = KernelLaunches()
+    log = OperatorLog(tensors, launches)
     try:
         with GuardedAllocations() as allocs, launches, log:
             got = fn(*args, **kwargs)

@@ -1,30 +1,22 @@
-"""Keeping a graded notebook honest: what the autograder installs in the kernel before student code runs.
+"""Counting Triton launches: evidence of whose work a result is.
 
-Three tools:
-
-* :class:`KernelLaunches` -- counts Triton kernel launches (compiled or interpreted) while it is active.
-  :func:`utils.checks.check` uses it when the grader asks for it (``COURSE_REQUIRE_KERNEL=1``): a function
-  that returns the right values without launching a Triton kernel (say ``x + y`` in PyTorch) fails.
+* :class:`KernelLaunches` -- counts Triton kernel launches (compiled or interpreted) made inside a block,
+  and records the storages the launches received. :func:`utils.checks.check` uses it when asked
+  (``COURSE_REQUIRE_KERNEL=1``), and the grader's harness (:mod:`utils.harness`) reports it to the judge:
+  a function that returns the right values without launching a Triton kernel (say ``x + y`` in PyTorch)
+  earns nothing.
 * :class:`LaunchesPerCall` -- the same count set against the number of calls while a kernel is timed:
   the performance checks give nothing to a function that skips its launch on repeated calls.
-* :class:`TrustedState` -- a snapshot, taken before any student code runs, of the functions that a
-  verdict depends on: the comparison functions of torch and numpy, the timers (``time``, ``torch.cuda``
-  events, ``triton.testing.do_bench``), the methods of ``torch.Tensor``, and everything in the course's
-  own ``utils`` modules. :meth:`TrustedState.restore` puts every one of them back and rebinds the names
-  a hidden test uses (``check_all``, ``reference``...) in the notebook's namespace. The grader calls it
-  before every graded cell, and :func:`utils.checks.check` calls it right after the student's function
-  returns, so a notebook that monkeypatches ``torch.allclose`` or ``time.perf_counter`` changes nothing.
 
-The kernel that runs a submission also runs the student's code, so nothing here is a sandbox against a
-determined attacker who reads this file; it closes the easy doors and the grader reports what it undid.
+All of this runs in the student's process, so it is evidence, never the defence: the verdict is decided
+by the grader's judge in another process (:mod:`grader.judge`), which checks every output itself.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import sys
-import types
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -61,11 +53,21 @@ def _launch_classes() -> list[type]:
     return classes
 
 
+_DEPTH = threading.local()
+
+
+def inside_launch() -> bool:
+    """Whether this thread is inside a Triton launch (whose own PyTorch calls are not the student's)."""
+    return getattr(_DEPTH, "n", 0) > 0
+
+
 class KernelLaunches:
-    """Context manager: ``count`` is the number of Triton kernel launches made inside the block."""
+    """Context manager: ``count`` is the number of Triton kernel launches made inside the block, and
+    ``written`` the storages (data pointers) of every tensor those launches received."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.written: set[int] = set()
         self._saved: list[tuple[type, Callable[..., Any]]] = []
 
     def __enter__(self) -> "KernelLaunches":
@@ -78,7 +80,13 @@ class KernelLaunches:
             def run(fn_self, *args, _original=original, **kwargs):
                 if not kwargs.get("warmup", False):
                     self.count += 1
-                return _original(fn_self, *args, **kwargs)
+                    self.written.update(a.untyped_storage().data_ptr() for a in (*args, *kwargs.values())
+                                        if hasattr(a, "untyped_storage"))
+                _DEPTH.n = getattr(_DEPTH, "n", 0) + 1
+                try:
+                    return _original(fn_self, *args, **kwargs)
+                finally:
+                    _DEPTH.n -= 1
 
             setattr(cls, "run", run)
         return self
@@ -114,114 +122,3 @@ class LaunchesPerCall:
 
     def __exit__(self, *exc: object) -> None:
         self._launches.__exit__(*exc)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Restoring what a verdict depends on
-# ---------------------------------------------------------------------------------------------------
-
-def _resolve(dotted: str) -> Any:
-    module, _, attr = dotted.rpartition(".")
-    return getattr(importlib.import_module(module), attr)
-
-
-class TrustedState:
-    """The attributes of :data:`GUARDED_MODULES` and :data:`GUARDED_CLASSES` as they were at snapshot."""
-
-    def __init__(self) -> None:
-        self.modules: dict[str, tuple[types.ModuleType, dict[str, Any]]] = {}
-        self.classes: dict[str, tuple[type, dict[str, Any]]] = {}
-        self.names: dict[str, Any] = {}
-
-    @classmethod
-    def snapshot(cls) -> "TrustedState":
-        state = cls()
-        for name in GUARDED_MODULES:
-            try:
-                mod = importlib.import_module(name)
-            except Exception:
-                continue
-            state.modules[name] = (mod, {k: v for k, v in vars(mod).items()
-                                         if not k.startswith("_") and (name, k) not in _VOLATILE})
-        for name in GUARDED_CLASSES:
-            try:
-                klass = _resolve(name)
-            except Exception:
-                continue
-            state.classes[name] = (klass, dict(vars(klass)))
-        return state
-
-    def remember(self, namespace: dict[str, Any], names: list[str]) -> None:
-        """Trust the current bindings of ``names`` (the grader calls it after each locked cell runs)."""
-        for k in names:
-            if k in namespace:
-                self.names[k] = namespace[k]
-
-    def restore(self, namespace: dict[str, Any] | None = None) -> list[str]:
-        """Undo every change to the guarded modules, classes and names; return what was changed."""
-        changed: list[str] = []
-        for name, (mod, attrs) in self.modules.items():
-            if sys.modules.get(name) is not mod:
-                sys.modules[name] = mod
-                changed.append(f"sys.modules[{name!r}]")
-            current = vars(mod)
-            for k, v in attrs.items():
-                if current.get(k, _MISSING) is not v:
-                    try:
-                        setattr(mod, k, v)
-                        changed.append(f"{name}.{k}")
-                    except Exception:
-                        pass
-        for name, (klass, attrs) in self.classes.items():
-            current = dict(vars(klass))
-            for k, v in attrs.items():
-                if current.get(k, _MISSING) is not v and k not in _FIXED:
-                    try:
-                        setattr(klass, k, v)
-                        changed.append(f"{name}.{k}")
-                    except Exception:
-                        pass
-            for k in set(current) - set(attrs):
-                try:
-                    delattr(klass, k)
-                    changed.append(f"{name}.{k}")
-                except Exception:
-                    pass
-        if namespace is not None:
-            for k, v in self.names.items():
-                if namespace.get(k, _MISSING) is not v:
-                    namespace[k] = v
-                    changed.append(k)
-        return changed
-
-
-_MISSING = object()
-#: Attributes that Jupyter itself replaces while a notebook runs.
-_VOLATILE = {("builtins", k) for k in ("input", "raw_input", "getpass", "display", "get_ipython", "exit", "quit",
-                                       "help", "copyright", "credits", "license")}
-_FIXED = {"__dict__", "__weakref__", "__doc__", "__module__"}
-_STATE: TrustedState | None = None
-
-
-def install() -> TrustedState:
-    """Take the snapshot (the grader runs this in the kernel before the notebook's first cell)."""
-    global _STATE
-    if _STATE is None:
-        _STATE = TrustedState.snapshot()
-    return _STATE
-
-
-def remember(namespace: dict[str, Any], names: list[str]) -> None:
-    """Trust the current bindings of ``names`` in ``namespace`` (no-op before :func:`install`)."""
-    if _STATE is not None:
-        _STATE.remember(namespace, names)
-
-
-def restore(namespace: dict[str, Any] | None = None) -> list[str]:
-    """Put back everything the snapshot holds; return what had changed (no-op before :func:`install`)."""
-    return _STATE.restore(namespace) if _STATE is not None else []
-
-
-def restore_after_student_code() -> list[str]:
-    """Restore the snapshot if one was installed (called by checks after the student's function runs)."""
-    return _STATE.restore() if _STATE is not None else []

@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from utils.harness import DTYPES, OperatorLog, _Launches, _namespace, tensor_spec
+from utils.harness import DTYPES, OperatorLog, _namespace, tensor_spec
+from utils.integrity import KernelLaunches
 
 #: Elements per fingerprint block.
 BLOCK = 4096
@@ -112,8 +113,8 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
     elif step == "run":
         fn, sets = _STATE["fn"], _STATE["sets"]
         flat_inputs = [a for s in sets for a in s if isinstance(a, torch.Tensor)]
-        log = OperatorLog(flat_inputs)
-        launches = _Launches(log)
+        launches = KernelLaunches()
+        log = OperatorLog(flat_inputs, launches)
         outs = []
         _sync(device)
         with launches, log:

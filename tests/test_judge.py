@@ -1,0 +1,170 @@
+"""The judge's parts, in this process: evidence of whose work a result is, the secret seed, and the timed
+protocol (run under the interpreter here with ``COURSE_JUDGE_TIME_ON_CPU=1``: its numbers mean nothing,
+its checks are the same). Each dishonest function below is something a submission could hand in."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from grader.judge import InProcessTransport, JudgeSession, Seed, StudentFunction, work_problems
+from grader.judge_timing import TIME_ON_CPU_ENV, timed_round
+from utils.checks import CheckFailed, check, tolerance_for
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < n
+    tl.store(out_ptr + idx, tl.load(x_ptr + idx, mask=ok) + tl.load(y_ptr + idx, mask=ok), mask=ok)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    _add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
+    return out
+
+
+def add_numpy_behind_a_launch(x, y):
+    out = torch.empty_like(x)
+    _add_kernel[(1,)](x, y, out, 0, BLOCK=256)  # a launch that computes nothing
+    out.copy_(torch.from_numpy(x.numpy() + y.numpy()))
+    return out
+
+
+def add_python_values(x, y):
+    out = torch.empty_like(x)
+    _add_kernel[(1,)](x, y, out, 0, BLOCK=256)
+    for i in range(x.numel()):
+        out[i] = float(x[i]) + float(y[i])
+    return out
+
+
+_CACHE: dict = {}
+
+
+def add_every_other_call(x, y):
+    """Launches its kernel on every other call and returns the previous output in between."""
+    _CACHE["n"] = _CACHE.get("n", 0) + 1
+    if _CACHE["n"] % 2 == 0 and "last" in _CACHE:
+        return _CACHE["last"]
+    _CACHE["last"] = add(x, y)
+    return _CACHE["last"]
+
+
+def session(tmp_path, **fns) -> JudgeSession:
+    s = JudgeSession(InProcessTransport(dict(fns), tmp_path))
+    s.build_namespace([], list(fns))
+    return s
+
+
+def reference(x, y):
+    return x + y
+
+
+def test_an_honest_kernel_passes_through_the_judge(tmp_path):
+    s = session(tmp_path, add=add)
+    for n in (1, 255, 257, 1000):
+        check(s.base["add"], (torch.randn(n), torch.randn(n)), reference, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (add_numpy_behind_a_launch, "neither its inputs nor a Triton kernel produced"),
+    (add_python_values, "into Python"),
+])
+def test_results_made_outside_the_kernel_earn_nothing(tmp_path, fn, words):
+    s = session(tmp_path, add=fn)
+    with pytest.raises(CheckFailed, match=words):
+        check(s.base["add"], (torch.randn(300), torch.randn(300)), reference, atol=1e-6, rtol=1e-5)
+
+
+def test_work_problems_names_each_kind_of_evidence():
+    ok = {"launches": 1, "ops": {"empty_like": 1}, "output": {"kind": "tensor", "written_by_launch": True}}
+    assert work_problems(ok, True) == []
+    assert work_problems({**ok, "launches": 0}, True)
+    assert "aten.mul" in " ".join(work_problems({**ok, "ops": {"mul": 1}}, True))
+    assert work_problems({**ok, "output": {"kind": "tensor", "written_by_launch": False}}, True)
+    assert work_problems({**ok, "output": {"kind": "tensor", "written_by_launch": True, "is_input": True}}, True)
+    assert work_problems({**ok, "launches": 0}, False) == []
+
+
+def test_seeds_are_secret_and_streams_independent():
+    a, b = Seed(), Seed()
+    assert a.key("test", "x") != b.key("test", "x")
+    assert a.key("test", "x") != a.key("test", "y")
+    assert a.key("t") == Seed(bytes.fromhex(a.hex())).key("t")  # a regrade with the secret reproduces it
+    assert a.hex() not in a.fingerprint and len(a.fingerprint) == 16
+
+
+@pytest.fixture
+def timing_on_cpu(monkeypatch):
+    monkeypatch.setenv(TIME_ON_CPU_ENV, "1")
+
+
+def _time(s: JudgeSession, name: str = "add"):
+    return timed_round(StudentFunction(s, name), [torch.randn(5000), torch.randn(5000)], reference, tolerance_for,
+                       what="add on 5000 elements")
+
+
+def test_timed_protocol_accepts_an_honest_kernel(tmp_path, timing_on_cpu):
+    ms, calls = _time(session(tmp_path, add=add))
+    assert ms > 0 and calls >= 4
+
+
+def test_timed_protocol_catches_skipped_calls(tmp_path, timing_on_cpu):
+    _CACHE.clear()
+    with pytest.raises(CheckFailed, match="launched a Triton kernel only|same output tensor"):
+        _time(session(tmp_path, add=add_every_other_call))
+
+
+def test_timed_protocol_catches_pytorch_in_the_loop(tmp_path, timing_on_cpu):
+    with pytest.raises(CheckFailed, match="aten.add"):
+        _time(session(tmp_path, add=lambda x, y: (add(x, y), x + y)[1]))
+
+
+class LyingTransport(InProcessTransport):
+    """The student's process answers, then rewrites its reported loop time to a tenth."""
+
+    def run(self, folder, timeout_s):
+        super().run(folder, timeout_s)
+        resp_file = folder / "response.json"
+        resp = json.loads(resp_file.read_text())
+        if "elapsed_ms" in resp:
+            resp["elapsed_ms"] /= 10
+            resp_file.write_text(json.dumps(resp))
+
+
+def test_timed_protocol_catches_a_forged_time(tmp_path, timing_on_cpu):
+    s = JudgeSession(LyingTransport({"add": add}, tmp_path))
+    s.build_namespace([], ["add"])
+    with pytest.raises(CheckFailed, match="grader's own clock"):
+        _time(s)
+
+
+def test_timed_protocol_catches_a_kernel_wrong_only_at_the_timed_size(tmp_path, timing_on_cpu):
+    def add_wrong_when_large(x, y):
+        out = add(x, y)
+        if x.numel() >= 5000:
+            out[-1:] = 0  # a single wrong element at the timed size
+        return out
+
+    with pytest.raises(CheckFailed, match="timed call"):
+        _time(session(tmp_path, add=add_wrong_when_large))
+
+
+def add_numpy_viewed(x, y):
+    """The same, with the outside data viewed and cloned first, so that it looks like PyTorch's own."""
+    out = torch.empty_like(x)
+    _add_kernel[(1,)](x, y, out, 0, BLOCK=256)
+    out.copy_(torch.from_numpy(x.numpy() + y.numpy()).view(-1).clone().reshape(x.shape))
+    return out
+
+
+def test_outside_data_stays_outside_when_viewed_and_copied(tmp_path):
+    s = session(tmp_path, add=add_numpy_viewed)
+    with pytest.raises(CheckFailed, match="neither its inputs nor a Triton kernel produced"):
+        check(s.base["add"], (torch.randn(300), torch.randn(300)), reference, atol=1e-6, rtol=1e-5)
