@@ -170,3 +170,17 @@ def test_grading_was_timed_on_one_and_on_two_gpus():
     chapters = {key.split("/")[1] for key in one[0]["points"]}
     assert chapters == set(assignments()) and one[0]["statuses"] == ["passed"], chapters ^ set(assignments())
     assert len(one[0]["seconds_per_submission_job"]) == len(chapters), "every chapter's job time is recorded"
+
+
+def test_trusted_grading_on_the_h200_keeps_honest_points_and_refuses_the_cheats():
+    """Ten copies of the 03 solution graded in the sandbox with the judge: full marks every time; PyTorch behind
+    a token launch earns nothing; a slow kernel and one wrong at the benchmark size earn no speed points."""
+    r = json.loads((ROOT / "results" / "gpu_trusted_grading_03_vector_add.json").read_text())
+    assert "H200" in r["device"] and r["run"]["sandbox"].startswith("bubblewrap")
+    honest = {s: t for s, t in r["totals"].items() if s.startswith("ada_correct_")}
+    assert len(honest) == 10 and set(honest.values()) == {"7 / 7"}
+    assert r["totals"]["rex_token_launch"] == "0 / 7"
+    speed = {x["student"]: x for x in r["records"] if x["grade_id"] == "test_add_bandwidth"}
+    for cheat in ("sam_slow_redefines_traffic", "tia_wrong_at_benchmark_size"):
+        assert speed[cheat]["points"] == 0 and r["totals"][cheat] == "5 / 7", speed[cheat]
+    assert "timed call" in speed["tia_wrong_at_benchmark_size"]["message"]
