@@ -59,8 +59,11 @@ def run_info(sandboxed: bool) -> dict[str, str]:
 
     info = {"python": platform.python_version(), "sandboxed": str(sandboxed)}
     try:
-        info["course_commit"] = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
-                                               text=True, timeout=10).stdout.strip() or "unknown"
+        git = ["git", "-C", str(REPO_ROOT)]
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run([*git, "status", "--porcelain", "--", "solutions", "utils", "grader"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        info["course_commit"] = (head + ("+uncommitted-changes" if dirty else "")) if head else "unknown"
     except (OSError, subprocess.TimeoutExpired):
         info["course_commit"] = "unknown"
     for mod in ("torch", "triton", "nbgrader", "numpy"):

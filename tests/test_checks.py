@@ -148,3 +148,18 @@ def test_expect_names_the_problem(bad, needle):
 def test_expect_rejects_strided_last_dim_when_asked():
     with pytest.raises(BadInputError, match="stride 1"):
         expect("x", torch.randn(4, 6).t(), contiguous_last_dim=True)
+
+
+def test_compiler_errors_are_explained_with_the_hint_for_their_cause():
+    from utils.checks import explain_exception
+
+    class CompilationError(Exception):
+        pass
+
+    exp16 = explain_exception(CompilationError("at 5:8:\n    y = tl.exp(x)\nValueError: Expected dtype ['fp32', 'fp64'] "
+                                               "but got fp16"), "softmax(float16[4, 8])")
+    assert "Triton could not compile" in exp16 and "upcast first" in exp16
+    other = explain_exception(CompilationError("at 3:4:\nunsupported operand"), "add(float32[4])")
+    assert "upcast" not in other and "power-of-two" not in other
+    arange = explain_exception(CompilationError("at 2:10:\narange's range must be a power of 2"), "gelu(float32[3])")
+    assert "next_power_of_2" in arange

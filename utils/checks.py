@@ -315,7 +315,13 @@ def explain_exception(exc: BaseException, call: str) -> str:
         if "Raise" in text or "NotImplementedError" in text:
             return f"{call}: the kernel still contains the TODO stub `raise NotImplementedError()`."
         first = [ln for ln in text.splitlines() if ln.strip()][-3:]
-        return f"{call}: Triton could not compile the kernel:\n  " + "\n  ".join(first)
+        hint = ""
+        if "Expected dtype" in text and "fp32" in text:
+            hint = ("\nHint: tl.exp, tl.log, tl.sqrt and the other math functions need float32 (or float64): "
+                    "upcast first, x.to(tl.float32), and cast the result back when you store it.")
+        elif "must be a power of 2" in text or "arange's range must be a power of 2" in text:
+            hint = "\nHint: tl.arange needs a power-of-two length: use triton.next_power_of_2(n) and a mask."
+        return f"{call}: Triton could not compile the kernel:\n  " + "\n  ".join(first) + hint
     if type(inner).__name__ == "OutOfResources":
         return f"{call}: the kernel asks for more registers or shared memory than the GPU has ({text}). "\
                "Try a smaller BLOCK or fewer stages."
