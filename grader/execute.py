@@ -26,7 +26,6 @@ import copy
 import json
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -345,4 +344,3 @@ def _has_gpu() -> bool:
         return False
 
 
-__all__ = ["CourseExecute", "is_test", "graded_functions", "SandboxedKernelManager", "sys"]

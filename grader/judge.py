@@ -29,15 +29,14 @@ import secrets
 import shutil
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from utils.checks import CheckFailed, GuardedTensor, describe_inputs
-from utils.harness import DTYPES, NAMES, PLAIN, load_tensor
+from utils.checks import CheckFailed, GuardedTensor
+from utils.harness import DTYPES, PLAIN, load_tensor
 
 # ---------------------------------------------------------------------------------------------------
 # The secret seed
@@ -395,14 +394,3 @@ def run_test_cell(source: str, ns: dict[str, Any], name: str = "hidden test") ->
         outcome.error = (type(exc).__name__, f"{exc}{where}")
     outcome.stdout = buf.getvalue()[-20_000:]
     return outcome
-
-
-def describe_call(name: str, args: list[Any]) -> str:
-    return f"{name}({describe_inputs(args)})"
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return NAMES.get(dtype, str(dtype))
-
-
-JudgeFactory = Callable[[], JudgeSession]

@@ -141,11 +141,16 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
             raise
         except Exception as exc:
             raise CheckFailed(explain_exception(exc, what)) from None
+    print(bandwidth_verdict(achieved, fraction, ceiling, what))
+    return float(points)
+
+
+def bandwidth_verdict(achieved: float, fraction: float, ceiling: float, what: str) -> str:
+    """The line a passing bandwidth check prints; raises :class:`CheckFailed` with the numbers below target."""
     target = fraction * ceiling
     verdict = (f"{what}: {achieved:,.0f} GB/s; target {fraction:.0%} of this GPU's copy bandwidth "
                f"({ceiling:,.0f} GB/s) = {target:,.0f} GB/s")
     if achieved < target:
         raise CheckFailed(verdict + ". Count the bytes your kernel moves: is anything read or written "
                           "twice, or are the blocks too small to keep the memory system busy?")
-    print(verdict + ": passed")
-    return float(points)
+    return verdict + ": passed"
