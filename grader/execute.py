@@ -26,6 +26,7 @@ import copy
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -205,6 +206,14 @@ class CourseExecute(Execute):
 
     # -- running the notebook --------------------------------------------------------------------------
     def _run_cell(self, cell, resources, index: int, replay: bool = False):
+        start = time.perf_counter()
+        try:
+            self._run_cell_untimed(cell, resources, index, replay)
+        finally:
+            kind = "replay" if replay else ("judge" if is_test(cell) else "student")
+            self._seconds.append([index, kind, round(time.perf_counter() - start, 3)])
+
+    def _run_cell_untimed(self, cell, resources, index: int, replay: bool) -> None:
         if is_test(cell):
             if not replay:
                 self._judge_cell(cell, index)
@@ -262,6 +271,7 @@ class CourseExecute(Execute):
         self._truncated: set[int] = set()
         self._notebook_bytes = 0
         self._restarts_made = 0
+        self._seconds: list[list] = []  # [cell index, "student" | "judge" | "replay" | "kernel start", seconds]
         source_path = os.environ.get(SOURCE_NOTEBOOK_ENV, "")
         source = read_notebook(source_path, as_version=4) if source_path else nb
         seed_file = os.environ.get(SEED_FILE_ENV, "")
@@ -293,8 +303,10 @@ class CourseExecute(Execute):
                 index = start
                 self.km = self._new_kernel_manager()
                 try:
+                    began = time.perf_counter()
                     with self.setup_kernel():
                         info_msg = self.wait_for_reply(self.kc.kernel_info())
+                        self._seconds.append([start, "kernel start", round(time.perf_counter() - began, 3)])
                         self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
                         if os.environ.get(STARTED_FILE_ENV):  # trusted evidence that the machine worked
                             Path(os.environ[STARTED_FILE_ENV]).write_text("started")
@@ -331,6 +343,7 @@ class CourseExecute(Execute):
         meta["sandbox"] = self._sandbox.describe() if self._sandbox is not None else "none (graded unsandboxed)"
         meta["seed_sha"] = seed.fingerprint
         meta["judge_problems"] = problems
+        meta["seconds"] = self._seconds  # where the grading time went (the grader's own clock)
         self.set_widgets_metadata()
         return self.nb, self.resources
 

@@ -38,6 +38,11 @@ from utils.timing_harness import BLOCK, build_args, fingerprints
 
 CLOCK_TOLERANCE = 0.05
 CLOCK_SLACK_MS = 2.0
+#: Verified rounds that may count toward a speed verdict, and rounds tried in all: a round whose two clocks
+#: disagree is set aside (a stall of the machine between the judge's request and the kernel's answer adds
+#: milliseconds to the judge's clock once in a while), and only a kernel whose every round disagrees is refused.
+COUNTED_ROUNDS = 3
+MAX_ROUNDS = 6
 #: Set in the course's own tests to run the timing protocol under the interpreter (its numbers mean nothing).
 TIME_ON_CPU_ENV = "COURSE_JUDGE_TIME_ON_CPU"
 
@@ -74,14 +79,20 @@ def _specs(templates: Sequence[Any]) -> list[dict[str, Any]]:
     return specs
 
 
+class ClockDisagreement(CheckFailed):
+    """The kernel's reported time and the judge's own clock disagree for one timed round."""
+
+
 def calls_for(bytes_per_call: int, device: str) -> int:
-    """How many distinct input sets fit: at most half the free GPU memory (or 16 GB), between 4 and 24."""
+    """How many distinct input sets fit: at most half the free GPU memory (or 32 GB), between 4 and 48.
+
+    More calls make the timed loop longer, and the judge's clock check tighter against its fixed slack."""
     if device.startswith("cuda"):
         free, _ = torch.cuda.mem_get_info()
-        budget = min(free // 2, 16 << 30)
+        budget = min(free // 2, 32 << 30)
     else:
         budget = 256 << 20
-    return int(max(4, min(24, budget // max(1, bytes_per_call))))
+    return int(max(4, min(48, budget // max(1, bytes_per_call))))
 
 
 def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
@@ -106,11 +117,11 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
         _, _, f = _request(session, {"step": "spin", "label": what}, timeout_s)
         folders.append(f)
         overheads = []
-        for _ in range(3):
+        for _ in range(5):
             _, wall, f = _request(session, {"step": "noop", "label": what}, timeout_s)
             folders.append(f)
             overheads.append(wall)
-        overhead = sorted(overheads)[1]
+        overhead = sorted(overheads)[2]
         resp, wall, f = _request(session, {"step": "run", "label": what}, timeout_s)
         folders.append(f)
         if resp.get("status") != "ok":
@@ -130,7 +141,7 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
         if problems:
             raise CheckFailed(f"{what}: " + " ".join(problems))
         if not (reported > 0 and abs(reported - judged) <= CLOCK_TOLERANCE * judged + CLOCK_SLACK_MS):
-            raise CheckFailed(f"{what}: the notebook reported {reported:.3f} ms for the timed loop, but the grader's "
+            raise ClockDisagreement(f"{what}: the notebook reported {reported:.3f} ms for the timed loop, but the grader's "
                               f"own clock measured {judged:.3f} ms. Timings that disagree earn no points.")
         challenge = session.seed.key("challenge", what, round_no)
         pick = session.seed.key("pick", what, round_no) % calls
@@ -204,18 +215,43 @@ def _verify(session: JudgeSession, name: str, specs: list[dict[str, Any]], keys:
                           + "; ".join(wrong_calls[:4]) + ". Speed counts only for correct results, every call.")
 
 
+def best_verified_ms(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
+                     tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str,
+                     good_enough: Callable[[float], bool]) -> float:
+    """Milliseconds per call of the best verified round: up to :data:`COUNTED_ROUNDS` rounds whose clocks
+    agree, stopping at the first that is ``good_enough``. Rounds whose clocks disagree are set aside, up to
+    :data:`MAX_ROUNDS` rounds in all; if none agreed, the last disagreement is the verdict. Any other
+    failure (a wrong timed output, PyTorch in the loop, a skipped call) ends the check at once."""
+    best: float | None = None
+    counted = 0
+    disagreements: list[str] = []
+    for round_no in range(MAX_ROUNDS):
+        try:
+            ms, _ = timed_round(fn, templates, reference, tolerances, what=what, round_no=round_no)
+        except ClockDisagreement as exc:
+            disagreements.append(str(exc))
+            continue
+        best = ms if best is None else min(best, ms)
+        counted += 1
+        if good_enough(best) or counted >= COUNTED_ROUNDS:
+            break
+    if best is None:
+        raise CheckFailed(f"{disagreements[-1]} (the same in all {len(disagreements)} rounds)")
+    return best
+
+
 def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any]], nbytes: int, *,
                      fraction: float, points: float, what: str, ceiling: float,
                      reference: Callable[..., torch.Tensor],
                      tolerances: Callable[[torch.dtype], tuple[float, float]]) -> tuple[float, str]:
-    """(points, verdict line) for the student's function through verified timed rounds (best of three)."""
+    """(points, verdict line) for the student's function through verified timed rounds (:func:`best_verified_ms`)."""
     templates = list(make_inputs())
-    best = 0.0
-    for round_no in range(3):
-        ms, _ = timed_round(fn, templates, reference, tolerances, what=what, round_no=round_no)
-        best = max(best, nbytes / (ms * 1e-3) / 1e9)
-        if best >= fraction * ceiling:
-            break
+
+    def gbps(ms: float) -> float:
+        return nbytes / (ms * 1e-3) / 1e9
+
+    best = gbps(best_verified_ms(fn, templates, reference, tolerances, what=what,
+                                 good_enough=lambda ms: gbps(ms) >= fraction * ceiling))
     from utils.grading import bandwidth_verdict
 
     return float(points), bandwidth_verdict(best, fraction, ceiling, what)

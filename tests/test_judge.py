@@ -5,6 +5,7 @@ its checks are the same). Each dishonest function below is something a submissio
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ import triton
 import triton.language as tl
 
 from grader.judge import InProcessTransport, JudgeSession, Seed, StudentFunction, work_problems
-from grader.judge_timing import TIME_ON_CPU_ENV, timed_round
+from grader.judge_timing import MAX_ROUNDS, TIME_ON_CPU_ENV, best_verified_ms, timed_round
 from utils.checks import CheckFailed, check, tolerance_for
 
 
@@ -143,6 +144,40 @@ def test_timed_protocol_catches_a_forged_time(tmp_path, timing_on_cpu):
     s.build_namespace([], ["add"])
     with pytest.raises(CheckFailed, match="grader's own clock"):
         _time(s)
+
+
+class StallingTransport(InProcessTransport):
+    """An honest kernel on a machine that stalls once: the first timed loop's answer reaches the judge late."""
+
+    stalls = 1
+
+    def run(self, folder, timeout_s):
+        super().run(folder, timeout_s)
+        request = json.loads((folder / "request.json").read_text())
+        if request.get("step") == "run" and self.stalls > 0:
+            self.stalls -= 1
+            time.sleep(0.25)
+
+
+def _best(s: JudgeSession) -> float:
+    return best_verified_ms(StudentFunction(s, "add"), [torch.randn(5000), torch.randn(5000)], reference,
+                            tolerance_for, what="add on 5000 elements", good_enough=lambda ms: False)
+
+
+def test_a_stall_of_the_machine_costs_an_honest_kernel_nothing(tmp_path, timing_on_cpu):
+    s = JudgeSession(StallingTransport({"add": add}, tmp_path))
+    s.build_namespace([], ["add"])
+    with pytest.raises(CheckFailed, match="grader's own clock"):  # one round alone would be refused ...
+        _time(s)
+    s.transport.stalls = 1
+    assert _best(s) > 0                                             # ... the rounds set the stalled one aside
+
+
+def test_a_time_forged_in_every_round_earns_nothing(tmp_path, timing_on_cpu):
+    s = JudgeSession(LyingTransport({"add": add}, tmp_path))
+    s.build_namespace([], ["add"])
+    with pytest.raises(CheckFailed, match=f"the same in all {MAX_ROUNDS} rounds"):
+        _best(s)
 
 
 def test_timed_protocol_catches_a_kernel_wrong_only_at_the_timed_size(tmp_path, timing_on_cpu):

@@ -122,13 +122,13 @@ def _remote_tflops(fn, baseline: Callable[..., object], make_inputs: Callable[[]
     """(TFLOP/s of the student's proxy ``fn``, TFLOP/s of ``baseline``) for the judge.
 
     The baseline is trusted code, timed here on the judge's own GPU (the GPU the student's kernel uses);
-    the student's function is timed in verified rounds (:func:`grader.judge_timing.timed_round`), up to
-    three, stopping at the first that reaches ``fraction`` of the baseline: its best round counts."""
+    the student's function is timed in verified rounds (:func:`grader.judge_timing.best_verified_ms`),
+    stopping at the first that reaches ``fraction`` of the baseline: its best round counts."""
     import time
 
     import torch
 
-    from grader.judge_timing import timed_round
+    from grader.judge_timing import best_verified_ms
 
     templates = list(make_inputs())
     with quiet_stderr():
@@ -144,12 +144,8 @@ def _remote_tflops(fn, baseline: Callable[..., object], make_inputs: Callable[[]
             baseline(*templates)
             theirs_ms = max((time.perf_counter() - t0) * 1e3, 1e-6)
     theirs = tflops(flops, theirs_ms)
-    ours = 0.0
-    for round_no in range(3):
-        ms, _ = timed_round(fn, templates, reference, tolerances, what=what, round_no=round_no)
-        ours = max(ours, tflops(flops, ms))
-        if ours >= fraction * theirs:
-            break
+    ours = tflops(flops, best_verified_ms(fn, templates, reference, tolerances, what=what,
+                                          good_enough=lambda ms: tflops(flops, ms) >= fraction * theirs))
     return ours, theirs
 
 
