@@ -344,6 +344,7 @@ class CourseExecute(Execute):
         meta["seed_sha"] = seed.fingerprint
         meta["judge_problems"] = problems
         meta["seconds"] = self._seconds  # where the grading time went (the grader's own clock)
+        meta["timing"] = self._session.timing_rounds  # every timed round: graph or not, both clocks
         self.set_widgets_metadata()
         return self.nb, self.resources
 

@@ -210,6 +210,7 @@ class JudgeSession:
         self.seed = seed or Seed()
         self.call_timeout_s = call_timeout_s
         self.calls = 0
+        self.timing_rounds: list[dict[str, Any]] = []  # one entry per timed round (grader.judge_timing)
         self.in_flight: str | None = None
         self.last_call_seconds = 0.0
         self._fixtures: list[Any] = []

@@ -203,3 +203,62 @@ def test_outside_data_stays_outside_when_viewed_and_copied(tmp_path):
     s = session(tmp_path, add=add_numpy_viewed)
     with pytest.raises(CheckFailed, match="neither its inputs nor a Triton kernel produced"):
         check(s.base["add"], (torch.randn(300), torch.randn(300)), reference, atol=1e-6, rtol=1e-5)
+
+
+# -- on a GPU (the device machine): the timed loop replays a CUDA graph of the watched calls -------------
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: run on the device machine")
+
+
+def _gpu_session(folder, **fns) -> JudgeSession:
+    folder.mkdir(parents=True, exist_ok=True)
+    s = session(folder, **fns)
+    s.transport.device = "cuda"
+    return s
+
+
+def _time_on_gpu(s: JudgeSession, n: int = 1 << 24):
+    return timed_round(StudentFunction(s, "add"), [torch.randn(n, device="cuda"), torch.randn(n, device="cuda")],
+                       reference, tolerance_for, what="add on 2^24 elements")
+
+
+@needs_gpu
+def test_on_a_gpu_the_timed_loop_is_a_replayed_graph(tmp_path):
+    s = _gpu_session(tmp_path, add=add)
+    ms, calls = _time_on_gpu(s)
+    assert s.timing_rounds[-1]["graph"] and ms > 0 and calls >= 4
+
+
+@needs_gpu
+def test_on_a_gpu_python_time_per_call_is_not_counted(tmp_path):
+    def add_after_python_work(x, y):
+        time.sleep(0.001)  # a millisecond of Python per call: twenty times the kernel's own time
+        return add(x, y)
+
+    quick, _ = _time_on_gpu(_gpu_session(tmp_path / "a", add=add))
+    slow, _ = _time_on_gpu(_gpu_session(tmp_path / "b", add=add_after_python_work))
+    assert slow < 1.3 * quick + 0.005, (quick, slow)
+
+
+@needs_gpu
+def test_on_a_gpu_a_function_that_synchronises_is_timed_as_called(tmp_path):
+    def add_and_wait(x, y):
+        out = add(x, y)
+        torch.cuda.synchronize()
+        return out
+
+    s = _gpu_session(tmp_path, add=add_and_wait)
+    ms, _ = _time_on_gpu(s)
+    assert not s.timing_rounds[-1]["graph"] and ms > 0
+
+
+@needs_gpu
+def test_on_a_gpu_pytorch_behind_a_launch_is_caught_while_captured(tmp_path):
+    def add_with_torch(x, y):
+        out = torch.empty_like(x)
+        _add_kernel[(1,)](x, y, out, 0, BLOCK=256)
+        out.copy_(x + y)
+        return out
+
+    with pytest.raises(CheckFailed, match="aten.add"):
+        _time_on_gpu(_gpu_session(tmp_path, add=add_with_torch))

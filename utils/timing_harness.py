@@ -1,11 +1,17 @@
 """The student's end of a timed loop (see :mod:`grader.judge_timing`); runs inside the sandboxed kernel.
 
-Three requests, each answered with plain data that the judge verifies:
+Four requests, each answered with plain data that the judge verifies:
 
 * ``prepare``: make ``calls`` input sets from per-call keys (:func:`make_tensor`, reproducible by the
   judge), plus one warm-up set, and call the function once on the warm-up set (compilation, autotuning);
-* ``run``: call the function once per set, back to back, between two CUDA events, keeping every output;
-  report the events' time. The judge times the same request with its own clock;
+* ``capture`` (GPU): call the function once per set while a CUDA graph records what it enqueues, with the
+  evidence of :class:`utils.harness.OperatorLog` and :class:`utils.integrity.KernelLaunches` taken
+  meanwhile. The timed loop then replays the graph: only the GPU work that the calls enqueued, with none of
+  Python's per-call time (the student's nor the evidence's), and exactly the work that was watched, since
+  no Python runs during a replay. A function that cannot be captured (one that synchronises, say) is
+  timed as it is called instead, watched in the timed loop itself;
+* ``run``: replay the graph (or call the function once per set, back to back), between two CUDA events,
+  keeping every output; report the events' time. The judge times the same request with its own clock;
 * ``verify``: for a challenge key sent only now, return block fingerprints of every output (one dot
   product per block of :data:`BLOCK` elements with random weights) and one whole output picked by the
   judge; then free everything.
@@ -81,6 +87,48 @@ def serve_timing(path: Path, req: dict[str, Any]) -> None:
             {"status": "raised", "error": explain_exception(exc, req.get("label", "the timed function"))}))
 
 
+def _evidence(outs: list[Any], launches: KernelLaunches, log: OperatorLog) -> dict[str, Any]:
+    """What the judge holds the timed calls to (:func:`grader.judge.work_problems` and its own checks)."""
+    ptrs = {o.untyped_storage().data_ptr() for o in outs if isinstance(o, torch.Tensor)}
+    return dict(launches=launches.count, ops=log.ops, unknown_copies=log.unknown_copies,
+                distinct_outputs=len(ptrs), tensors=all(type(o) is torch.Tensor for o in outs),
+                written_by_launch=all(o.untyped_storage().data_ptr() in launches.written
+                                      for o in outs if isinstance(o, torch.Tensor)))
+
+
+def _capture(device: str) -> dict[str, Any]:
+    """Record one call per input set into a CUDA graph, watched; replay it once (its outputs are then the
+    calls' results). ``{"graph": False, "why": ...}`` when the function cannot be captured."""
+    _STATE.pop("graph", None)
+    if not device.startswith("cuda") or "fn" not in _STATE:
+        return {"graph": False, "why": "not on a GPU"}
+    fn, sets = _STATE["fn"], _STATE["sets"]
+    flat_inputs = [a for s in sets for a in s if isinstance(a, torch.Tensor)]
+    launches = KernelLaunches()
+    log = OperatorLog(flat_inputs, launches)
+    outs: list[Any] = []
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    try:
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            with launches, log:
+                for s in sets:
+                    outs.append(fn(*s))
+        graph.replay()
+        torch.cuda.synchronize()
+    except Exception as exc:  # not capturable: the run step calls the function itself
+        del graph, outs
+        try:
+            torch.cuda.synchronize()
+        except Exception:
+            pass
+        return {"graph": False, "why": f"{type(exc).__name__}: {exc}"[:300]}
+    _STATE["graph"] = graph
+    _STATE["outs"] = outs
+    _STATE["evidence"] = _evidence(outs, launches, log)
+    return {"graph": True}
+
+
 def _serve_timing(path: Path, req: dict[str, Any]) -> None:
     step, device = req["step"], req.get("device", "cpu")
     resp: dict[str, Any] = {"status": "ok"}
@@ -110,6 +158,17 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
 
                 resp = {"status": "raised", "error": explain_exception(exc, req.get("label", req["fn"]))}
             del warm
+    elif step == "capture":
+        resp.update(_capture(device))
+    elif step == "run" and _STATE.get("graph") is not None:
+        graph = _STATE["graph"]
+        _sync(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        resp.update(elapsed_ms=start.elapsed_time(end), graph=True, **_STATE["evidence"])
     elif step == "run":
         fn, sets = _STATE["fn"], _STATE["sets"]
         flat_inputs = [a for s in sets for a in s if isinstance(a, torch.Tensor)]
@@ -132,11 +191,7 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
                     outs.append(fn(*s))
                 elapsed = (time.perf_counter() - t0) * 1e3
         _STATE["outs"] = outs
-        ptrs = {o.untyped_storage().data_ptr() for o in outs if isinstance(o, torch.Tensor)}
-        resp.update(elapsed_ms=elapsed, launches=launches.count, ops=log.ops, unknown_copies=log.unknown_copies,
-                    distinct_outputs=len(ptrs), tensors=all(type(o) is torch.Tensor for o in outs),
-                    written_by_launch=all(o.untyped_storage().data_ptr() in launches.written
-                                          for o in outs if isinstance(o, torch.Tensor)))
+        resp.update(elapsed_ms=elapsed, graph=False, **_evidence(outs, launches, log))
     elif step == "verify":
         outs = _STATE.get("outs", [])
         fp = fingerprints(outs, req["challenge"], device)
