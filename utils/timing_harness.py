@@ -96,6 +96,22 @@ def _evidence(outs: list[Any], launches: KernelLaunches, log: OperatorLog) -> di
                                       for o in outs if isinstance(o, torch.Tensor)))
 
 
+def _after_failed_capture() -> None:
+    """Leave the process as a failed capture found it: a capture cut short leaves PyTorch's default CUDA
+    generator marked as captured (its next ``torch.randn`` would fail); one empty capture that ends
+    properly clears the mark."""
+    try:
+        torch.cuda.synchronize()
+    except Exception:
+        pass
+    try:
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            pass
+        torch.cuda.synchronize()
+    except Exception:
+        pass
+
+
 def _capture(device: str) -> dict[str, Any]:
     """Record one call per input set into a CUDA graph, watched; replay it once (its outputs are then the
     calls' results). ``{"graph": False, "why": ...}`` when the function cannot be captured."""
@@ -118,10 +134,7 @@ def _capture(device: str) -> dict[str, Any]:
         torch.cuda.synchronize()
     except Exception as exc:  # not capturable: the run step calls the function itself
         del graph, outs
-        try:
-            torch.cuda.synchronize()
-        except Exception:
-            pass
+        _after_failed_capture()
         return {"graph": False, "why": f"{type(exc).__name__}: {exc}"[:300]}
     _STATE["graph"] = graph
     _STATE["outs"] = outs
