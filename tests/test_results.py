@@ -184,3 +184,46 @@ def test_trusted_grading_on_the_h200_keeps_honest_points_and_refuses_the_cheats(
     for cheat in ("sam_slow_redefines_traffic", "tia_wrong_at_benchmark_size"):
         assert speed[cheat]["points"] == 0 and r["totals"][cheat] == "5 / 7", speed[cheat]
     assert "timed call" in speed["tia_wrong_at_benchmark_size"]["message"]
+
+
+def _latest_honest_totals() -> dict[str, list[str]]:
+    """chapter -> the honest solution's totals in the newest recorded run that graded the chapter (older runs
+    stay as history, with a note saying what changed since)."""
+    latest: dict[str, tuple[str, list[str]]] = {}
+    for path in (ROOT / "results").glob("gpu_trusted_grading_*.json"):
+        r = json.loads(path.read_text())
+        by_chapter: dict[str, list[str]] = {}
+        for student, total in r["totals"].items():
+            chapter, _, name = student.rpartition("/")
+            if name.startswith("ada_correct_"):
+                by_chapter.setdefault(chapter or path.stem.split("_", 3)[-1], []).append(total)
+        for chapter, totals in by_chapter.items():
+            if chapter not in latest or r["date"] > latest[chapter][0]:
+                latest[chapter] = (r["date"], totals)
+    return {c: t for c, (_, t) in latest.items()}
+
+
+def test_every_chapter_solution_earns_full_marks_through_the_judge_on_the_h200():
+    """The honest solution of every chapter, graded sandboxed by the judge on the H200: every point, every
+    time (05 ten times). A recorded shortfall would fail here rather than hide in a JSON file."""
+    from grader.course import assignments
+
+    latest = _latest_honest_totals()
+    assert set(latest) == set(assignments()), set(assignments()) ^ set(latest)
+    for chapter, totals in latest.items():
+        for total in totals:
+            got, _, full = total.partition(" / ")
+            assert got == full, (chapter, total)
+    assert len(latest["05_softmax"]) == 10
+
+
+def test_the_softmax_computed_in_fp16_loses_its_fp16_point_on_the_h200():
+    r = json.loads((ROOT / "results" / "gpu_trusted_grading_05_softmax.json").read_text())
+    fp16 = next(x for x in r["records"] if x["student"] == "jay_fp16_math" and x["grade_id"] == "test_softmax_fp16")
+    assert fp16["points"] == 0 and "wrong" in fp16["message"]
+
+
+def test_the_sandbox_costs_less_than_a_fifth_more_time_per_submission():
+    r = json.loads((ROOT / "results" / "gpu_sandbox_overhead_03_vector_add.json").read_text())
+    assert "H200" in r["device"] and r["sandbox_overhead"]["vs_unsandboxed"] <= 0.20
+    assert set(r["points"]["sandboxed"]) == {"7 / 7"}
