@@ -219,7 +219,8 @@ class CourseExecute(Execute):
                 self._judge_cell(cell, index)
             return
         target = copy.deepcopy(cell) if replay else cell
-        self.preprocess_cell(target, resources, index)
+        with self._session.gpu_lock.shared():  # the student's code may use the GPU: never while another times
+            self.preprocess_cell(target, resources, index)
         if replay:
             self.nb.cells[index] = cell  # nbclient put the replayed copy in its place
         if not replay and index in self._truncated:
@@ -294,6 +295,9 @@ class CourseExecute(Execute):
             exchange.mkdir(parents=True)
         self._session = JudgeSession(KernelTransport(self, exchange, "cuda" if gpu else "cpu", uid), seed,
                                      call_timeout_s=float(self.timeout or 300))
+        from grader.gpu_lock import GpuLock
+
+        self._session.gpu_lock = GpuLock.from_env()
         problems = self._session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
                                                  graded_functions(source), submitted_kernels(nb))
         crashed: list[int] = []

@@ -215,6 +215,9 @@ class JudgeSession:
         self.last_call_seconds = 0.0
         self._fixtures: list[Any] = []
         self.base: dict[str, Any] = {}
+        from grader.gpu_lock import GpuLock
+
+        self.gpu_lock = GpuLock(None)  # shared during calls, exclusive while timing (set by the grader)
 
     # -- the namespace ---------------------------------------------------------------------------------
     def build_namespace(self, judge_cells: list[str], graded_functions: list[str],
@@ -268,7 +271,8 @@ class JudgeSession:
             (folder / "request.json").write_text(json.dumps(request))
             self.in_flight = label
             t0 = time.perf_counter()
-            self.transport.run(folder, self.call_timeout_s)
+            with self.gpu_lock.shared():
+                self.transport.run(folder, self.call_timeout_s)
             self.last_call_seconds = time.perf_counter() - t0
             self.in_flight = None
             return self._decode(folder, label, sent, require_kernel)

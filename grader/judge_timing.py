@@ -57,9 +57,10 @@ def _request(session: JudgeSession, payload: dict[str, Any], timeout_s: float) -
     session.transport.prepare(folder)
     (folder / "request.json").write_text(json.dumps({"mode": "time", "device": session.transport.device, **payload}))
     session.in_flight = payload.get("label", payload.get("fn", "a timed call"))
-    t0 = time.perf_counter()
-    session.transport.run(folder, timeout_s)
-    wall = (time.perf_counter() - t0) * 1e3
+    with session.gpu_lock.shared():   # a no-op inside the exclusive hold of the timed steps
+        t0 = time.perf_counter()
+        session.transport.run(folder, timeout_s)
+        wall = (time.perf_counter() - t0) * 1e3
     session.in_flight = None
     try:
         resp = json.loads((folder / "response.json").read_text())
@@ -123,18 +124,19 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
         entry = {"what": what, "round": round_no, "calls": calls, "graph": bool(resp.get("graph")),
                  "why_not_graph": str(resp.get("why", ""))[:300]}
         session.timing_rounds.append(entry)
-        _, _, f = _request(session, {"step": "spin", "label": what}, timeout_s)
-        folders.append(f)
-        overheads = []
-        for _ in range(5):
-            _, wall, f = _request(session, {"step": "noop", "label": what}, timeout_s)
+        with session.gpu_lock.exclusive():  # no other submission's work on this GPU while timed
+            _, _, f = _request(session, {"step": "spin", "label": what}, timeout_s)
             folders.append(f)
-            overheads.append(wall)
-        overhead = sorted(overheads)[2]
-        resp, wall, f = _request(session, {"step": "run", "label": what}, timeout_s)
-        folders.append(f)
-        if resp.get("status") != "ok":
-            raise CheckFailed(f"{what}: {str(resp.get('error', 'the timed loop failed'))[:2000]}")
+            overheads = []
+            for _ in range(5):
+                _, wall, f = _request(session, {"step": "noop", "label": what}, timeout_s)
+                folders.append(f)
+                overheads.append(wall)
+            overhead = sorted(overheads)[2]
+            resp, wall, f = _request(session, {"step": "run", "label": what}, timeout_s)
+            folders.append(f)
+            if resp.get("status") != "ok":
+                raise CheckFailed(f"{what}: {str(resp.get('error', 'the timed loop failed'))[:2000]}")
         reported = float(resp.get("elapsed_ms", -1.0))
         judged = max(0.0, wall - overhead)
         entry.update(reported_ms=round(reported, 4), judged_ms=round(judged, 4))
@@ -160,7 +162,8 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
         folders.append(f)
         if resp.get("status") != "ok":
             raise CheckFailed(f"{what}: {str(resp.get('error', 'the timed outputs could not be read'))[:2000]}")
-        _verify(session, fn.__name__, specs, keys, reference, tolerances, resp, f, challenge, pick, what)
+        with session.gpu_lock.shared():
+            _verify(session, fn.__name__, specs, keys, reference, tolerances, resp, f, challenge, pick, what)
         return reported / calls, calls
     finally:
         for f in folders:

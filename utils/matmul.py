@@ -131,7 +131,7 @@ def _remote_tflops(fn, baseline: Callable[..., object], make_inputs: Callable[[]
     from grader.judge_timing import best_verified_ms
 
     templates = list(make_inputs())
-    with quiet_stderr():
+    with quiet_stderr(), fn.session.gpu_lock.exclusive():
         if current().is_gpu:
             from utils.bench import steady_ms
 
