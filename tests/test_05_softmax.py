@@ -205,3 +205,111 @@ def test_recorded_gpu_figures_back_the_claims():
     assert not check["twice_the_bytes"]["passes"]
     assert all(row["eager_fraction_of_copy"] < 0.25 for row in r["sizes"])
     assert all(row["reference_gbps"] > row["torch_softmax_gbps"] for row in r["sizes"])
+
+
+# Every hint of utils.softmax, by a phrase only it contains, beside a mistake that shows its symptom.
+_HINT_PHRASES = {
+    "overflow": "did you subtract the row max",
+    "nan_in_neg_inf_rows": "NaN in rows containing -inf",
+    "all_neg_inf_row": "A row that is -inf everywhere should give NaN",
+    "padding": "Load them with other=float('-inf')",
+    "row_stride": "step between rows with the row stride",
+    "float16_math": "computed in float16",
+    "input_modified": "wrote into its input",
+}
+
+
+def _no_max(x):
+    return torch.exp(x) / torch.exp(x).sum(dim=1, keepdim=True)
+
+
+def _nan_where_neg_inf(x):
+    out = _ok(x)
+    out[torch.isneginf(x).any(dim=1)] = float("nan")
+    return out
+
+
+def _zero_for_all_neg_inf_rows(x):
+    return torch.nan_to_num(_ok(x), nan=0.0)
+
+
+def _pad_with_zero(x):
+    padded = torch.zeros(x.shape[0], 64, dtype=x.dtype)
+    padded[:, : x.shape[1]] = x
+    return torch.softmax(padded.double(), dim=-1)[:, : x.shape[1]].to(x.dtype).contiguous()
+
+
+def _rows_n_apart(x):
+    return _ok(x.as_strided((x.shape[0], x.shape[1]), (x.shape[1], 1)))
+
+
+def _writes_input(x):
+    x -= x.max(dim=1, keepdim=True).values
+    return _ok(x)
+
+
+def _scaled(x):
+    return _ok(x) * 1.01
+
+
+_MISTAKES = [  # (mistake, input maker, the one hint it must name; None: no hint fits)
+    (_no_max, lambda: torch.randn(3, 50) * 30 + 100, "overflow"),
+    (_nan_where_neg_inf, lambda: with_neg_inf(5, 30), "nan_in_neg_inf_rows"),
+    (_zero_for_all_neg_inf_rows, lambda: with_neg_inf(5, 30), "all_neg_inf_row"),
+    (_pad_with_zero, lambda: torch.randn(4, 50), "padding"),
+    (_rows_n_apart, lambda: strided_rows(5, 40), "row_stride"),
+    (_float16_math, lambda: torch.randn(40, 256).half(), "float16_math"),
+    (_writes_input, lambda: torch.randn(3, 20) * 0.1 + 3, "input_modified"),
+    (_scaled, lambda: torch.randn(5, 40), None),
+    (_scaled, lambda: strided_rows(5, 40), None),
+    (_scaled, lambda: with_neg_inf(5, 30), None),
+]
+
+
+@pytest.mark.parametrize("mistake, make, hint", _MISTAKES, ids=[f"{m.__name__}-{h}" for m, _, h in _MISTAKES])
+def test_each_hint_fires_on_its_mistake_and_stays_silent_on_the_others(mistake, make, hint):
+    """The mistake fails the check and names its own hint and no other; the float16 test's tight
+    tolerance is used for float16 inputs, as the hidden float16 test does."""
+    torch.manual_seed(0)
+    x = make()
+    atol, rtol = (tolerance_rounded_once if x.dtype == torch.float16 else tolerance)(x.dtype)
+    with pytest.raises(CheckFailed) as info:
+        check(mistake, [x], reference, atol=atol, rtol=rtol, hints=HINTS, name="softmax")
+    fired = {name for name, phrase in _HINT_PHRASES.items() if phrase in str(info.value)}
+    assert fired == ({hint} if hint else set()), str(info.value)
+
+
+def test_every_hint_has_a_mistake_here():
+    assert len(_HINT_PHRASES) == len(HINTS)
+    assert set(_HINT_PHRASES) == {hint for _, _, hint in _MISTAKES if hint}
+    for hint in HINTS:
+        assert sum(phrase in hint.message for phrase in _HINT_PHRASES.values()) == 1, hint.message
+
+
+def test_roofline_offers_the_units_a_row_kernel_runs_on():
+    """utils.roofline: softmax and norms are drawn under the FP32 or special-function roof, matmuls keep the
+    tensor-core default, and a unit it does not know is refused with the choices."""
+    from utils.gpus import GPU_SPECS
+    from utils.roofline import datasheet_roof, device_roof
+
+    h200, t4 = GPU_SPECS["H200"], GPU_SPECS["T4"]
+    assert datasheet_roof("H200").peak_tflops == h200.fp16_tensor_tflops
+    assert datasheet_roof("H200", "fp32").peak_tflops == h200.fp32_tflops
+    assert datasheet_roof("H200", "sfu").peak_tflops == pytest.approx(h200.fp32_tflops / 16)  # 16 of 128 lanes
+    assert datasheet_roof("T4", "sfu").peak_tflops == pytest.approx(t4.fp32_tflops / 8)       # 16 of 64 lanes
+    roof = device_roof("fp32")
+    assert roof.compute == "fp32" and roof.units == "fp32 FLOP" and 10 < roof.ridge < 20
+    assert roof.bound(5 * 4096 * 4096 / (8 * 4096 * 4096)) == "memory"   # softmax, float32
+    with pytest.raises(ValueError, match="'fp16_tensor', 'fp32', 'sfu'"):
+        device_roof("fp64")
+
+
+def test_recorded_launch_figures_are_read_by_shape():
+    from utils.softmax import recorded_launch_gbps
+
+    for chapter in ("05_softmax", "06_rmsnorm"):
+        figures, source = recorded_launch_gbps(chapter, 4096)
+        assert {(1, 1), (1, 32), (8, 8)} <= set(figures) and "H200" in source and chapter in source
+        assert figures[1, 32] < max(figures.values())   # the chapters' reading: 32 warps lose
+    with pytest.raises(ValueError, match="not 777"):
+        recorded_launch_gbps("05_softmax", 777)

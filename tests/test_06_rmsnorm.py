@@ -70,3 +70,85 @@ def test_h200_figures_show_the_target_separates_straightforward_from_twice_the_b
     figures = json.loads((ROOT / "results" / f"{CHAPTER}.json").read_text())["bandwidth_check"]
     assert figures["one_row_per_program"]["passes"] and figures["reference"]["passes"]
     assert not figures["twice_the_bytes"]["passes"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The hints of the judge cell, each beside the mistake it names (fires) and the others (silent)
+# ---------------------------------------------------------------------------------------------------
+
+_HINT_PHRASES = {"float16": "float16 overflow", "eps": "eps: rows of zeros", "stride": "rows are not back to back",
+                 "unwritten": "some rows were never written"}
+
+
+def _judge_namespace() -> dict:
+    import nbformat
+    import torch
+
+    from grader.course import solution_notebook
+    from grader.execute import is_judge_cell
+    from utils.device import current
+
+    ns = {"torch": torch, "device": current()}
+    for cell in nbformat.read(solution_notebook(CHAPTER), as_version=4).cells:
+        if is_judge_cell(cell):
+            exec(cell.source, ns)
+    return ns
+
+
+def _mistakes():
+    import torch
+
+    def right(x, w, eps=1e-6):
+        return (x.double() / torch.sqrt((x.double() ** 2).mean(-1, keepdim=True) + eps) * w.double()).to(x.dtype)
+
+    def float16_sum(x, w, eps=1e-6):
+        return (x * torch.rsqrt((x * x).sum(-1, keepdim=True) / x.shape[-1] + eps) * w).to(x.dtype)
+
+    def no_eps(x, w, eps=1e-6):
+        return right(x, w, 0.0)
+
+    def rows_n_apart(x, w, eps=1e-6):
+        return right(x.as_strided(x.shape, (x.shape[1], 1)), w, eps)
+
+    def last_row_unwritten(x, w, eps=1e-6):
+        out = torch.empty_like(x)
+        out[:-1] = right(x, w, eps)[:-1]
+        return out
+
+    def fixed_eps(x, w, eps=1e-6):
+        return right(x, w)
+
+    def scaled(x, w, eps=1e-6):
+        return right(x, w, eps) * 1.01
+
+    zeros = torch.randn(6, 256)
+    zeros[1] = 0
+    wide = torch.randn(40, 300)
+    h = dict(dtype=torch.float16)
+    return [
+        (float16_sum, (torch.randn(4, 1024, **h) * 400, torch.randn(1024, **h)), "float16"),
+        (no_eps, (zeros, torch.randn(256)), "eps"),
+        (rows_n_apart, (wide[:, :200], torch.randn(200)), "stride"),
+        (fixed_eps, (torch.randn(10, 128) * 0.1, torch.randn(128), 1e-2), "eps"),
+        (last_row_unwritten, (torch.randn(7, 64), torch.randn(64)), "unwritten"),
+        (scaled, (torch.randn(7, 64), torch.randn(64)), None),
+        (scaled, (torch.randn(4, 1024, **h) * 400, torch.randn(1024, **h)), None),
+        (scaled, (wide[:, :200], torch.randn(200)), None),
+        (scaled, (torch.randn(10, 128), torch.randn(128), 0.5), None),
+    ]
+
+
+def test_each_hint_fires_on_its_mistake_and_stays_silent_on_the_others():
+    import torch
+
+    from utils.checks import CheckFailed, check
+
+    torch.manual_seed(0)
+    ns = _judge_namespace()
+    assert len(ns["hints"]) == len(_HINT_PHRASES)
+    for mistake, args, hint in _mistakes():
+        atol, rtol = ns["tolerances"](args[0].dtype)
+        with pytest.raises(CheckFailed) as info:
+            check(mistake, list(args), ns["reference"], atol=atol, rtol=rtol, hints=ns["hints"], name="rmsnorm")
+        fired = {name for name, phrase in _HINT_PHRASES.items() if phrase in str(info.value)}
+        assert fired == ({hint} if hint else set()), (mistake.__name__, str(info.value))

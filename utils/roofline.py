@@ -6,9 +6,15 @@ of ``flops / nbytes`` FLOP per byte. On a GPU that copies ``bandwidth_gbps`` GB/
 roof is memory bound, the flat part compute bound, and they meet at the *ridge point*
 ``peak / bandwidth`` FLOP per byte.
 
-* :func:`matmul_tflops` -- the fp16 matmul rate measured on this GPU (torch.matmul, L2 flushed);
+* :func:`matmul_tflops` -- the matmul rate measured on this GPU (torch.matmul; fp16 by default);
 * :func:`device_roof` -- the roof of this GPU from measurements, or, without a GPU, from the H200's
   datasheet (and it says so);
+* :data:`COMPUTE_UNITS` -- which units set the flat roof: the ``compute=`` argument of
+  :func:`device_roof` and :func:`datasheet_roof`. Only a kernel built on ``tl.dot`` (a matmul, attention)
+  runs on the fp16 tensor cores (``"fp16_tensor"``, the default); softmax, norms and other element-wise
+  or row kernels do their arithmetic on the FP32 units (``"fp32"``, counted in FLOPs), and their ``exp``,
+  ``sqrt`` and divisions on the special-function units (``"sfu"``, counted in operations), a roof about
+  16 times lower than FP32 on an H100/H200 and 8 times on a T4 or A100;
 * :func:`plot_roofline` -- the roof and the kernels placed on it (matplotlib).
 """
 
@@ -32,6 +38,12 @@ class Roof:
     bandwidth_gbps: float   # GB/s, 1e9 bytes per second
     peak_tflops: float      # TFLOP/s, 1e12 operations per second
     source: str             # e.g. "measured on NVIDIA H200" or "datasheet of the H200 (no GPU here)"
+    compute: str = "fp16_tensor"  # which units set peak_tflops: a key of COMPUTE_UNITS
+
+    @property
+    def units(self) -> str:
+        """What the flat roof counts, in words (e.g. "fp32 FLOP" or "special-function op")."""
+        return COMPUTE_UNITS[self.compute][1]
 
     @property
     def ridge(self) -> float:
@@ -65,37 +77,85 @@ class KernelPoint:
         return None if self.measured_ms is None else self.flops / (self.measured_ms * 1e-3) / 1e12
 
 
+#: compute= key -> (the units, what the flat roof counts). See the module's docstring.
+COMPUTE_UNITS: dict[str, tuple[str, str]] = {
+    "fp16_tensor": ("fp16 tensor cores (dense)", "FLOP"),
+    "fp32": ("FP32 units (FMA = 2 FLOP)", "fp32 FLOP"),
+    "sfu": ("special-function units (exp, rsqrt, 1/x)", "special-function op"),
+}
+
+#: FP32 lanes per SM by compute capability; every architecture here has 16 special-function lanes per SM.
+_FP32_LANES_PER_SM = {(7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128}
+_SFU_LANES_PER_SM = 16
+
+
+def _check_compute(compute: str) -> None:
+    if compute not in COMPUTE_UNITS:
+        raise ValueError(f"compute={compute!r}: choose one of {', '.join(map(repr, COMPUTE_UNITS))}")
+
+
+def sfu_tops(fp32_tflops: float, compute_capability: tuple[int, int]) -> float:
+    """Special-function ops per second (x 1e12) implied by an FP32 rate: 16 SFU lanes against the FP32
+    lanes of an SM, each FP32 lane doing one FMA (2 FLOP) per clock."""
+    lanes = _FP32_LANES_PER_SM.get(compute_capability, 128)
+    return fp32_tflops / 2 * _SFU_LANES_PER_SM / lanes
+
+
 @lru_cache(maxsize=None)
 def matmul_tflops(n: int = 8192, dtype: torch.dtype = torch.float16) -> float:
-    """TFLOP/s of ``torch.matmul`` on two n x n matrices of ``dtype`` on this GPU (2 n^3 FLOPs)."""
+    """TFLOP/s of ``torch.matmul`` on two n x n matrices of ``dtype`` on this GPU (2 n^3 FLOPs).
+
+    For float32 TF32 is switched off while timing, so the figure is the FP32 units' rate (SGEMM)."""
     require_gpu("Measuring the matmul rate")
     a = torch.randn(n, n, device="cuda", dtype=dtype)
     b = torch.randn(n, n, device="cuda", dtype=dtype)
-    ms = time_ms(lambda: torch.matmul(a, b), rep_ms=200)
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        ms = time_ms(lambda: torch.matmul(a, b), rep_ms=200)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
     del a, b
     torch.cuda.empty_cache()
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
-def datasheet_roof(model: str = "H200") -> Roof:
-    """The roof of a GPU model from :data:`utils.gpus.GPU_SPECS` (dense fp16 tensor-core peak)."""
+def datasheet_roof(model: str = "H200", compute: str = "fp16_tensor") -> Roof:
+    """The roof of a GPU model from :data:`utils.gpus.GPU_SPECS`: dense fp16 tensor-core peak by default,
+    ``compute="fp32"`` the FP32 units, ``compute="sfu"`` the special-function units."""
+    _check_compute(compute)
     spec = GPU_SPECS[model]
-    return Roof(spec.peak_gbps, spec.fp16_tensor_tflops, f"datasheet of the {model} (no measurement)")
+    peak = {"fp16_tensor": spec.fp16_tensor_tflops, "fp32": spec.fp32_tflops,
+            "sfu": sfu_tops(spec.fp32_tflops, spec.compute_capability)}[compute]
+    return Roof(spec.peak_gbps, peak, f"datasheet of the {model} (no measurement)", compute)
 
 
-def device_roof() -> Roof:
-    """This GPU's roof from measured copy bandwidth and fp16 matmul rate; the H200 datasheet without a GPU."""
+def device_roof(compute: str = "fp16_tensor") -> Roof:
+    """This GPU's roof: measured copy bandwidth, and a measured fp16 matmul rate (the default), a measured
+    fp32 SGEMM rate (``compute="fp32"``), or the SFU rate implied by that fp32 rate (``compute="sfu"``).
+    Without a GPU, the H200's datasheet, and the source says so."""
+    _check_compute(compute)
     dev = current()
     if dev.interpreted:
-        roof = datasheet_roof("H200")
+        roof = datasheet_roof("H200", compute)
         return Roof(roof.bandwidth_gbps, roof.peak_tflops,
-                    "datasheet of the H200: this session has no GPU, so nothing was measured")
-    return Roof(copy_bandwidth(), matmul_tflops(), f"measured on {dev.name} (copy bandwidth, fp16 matmul)")
+                    "datasheet of the H200: this session has no GPU, so nothing was measured", compute)
+    if compute == "fp16_tensor":
+        return Roof(copy_bandwidth(), matmul_tflops(), f"measured on {dev.name} (copy bandwidth, fp16 matmul)")
+    fp32 = matmul_tflops(dtype=torch.float32)
+    if compute == "fp32":
+        return Roof(copy_bandwidth(), fp32, f"measured on {dev.name} (copy bandwidth, fp32 matmul)", compute)
+    capability = torch.cuda.get_device_capability()
+    return Roof(copy_bandwidth(), sfu_tops(fp32, capability),
+                f"measured on {dev.name} (copy bandwidth; SFU rate = fp32 matmul x 16 / 2 / FP32 lanes per SM)",
+                compute)
 
 
 def plot_roofline(roof: Roof, points: Sequence[KernelPoint], title: str = "Roofline", ax=None):
     """Draw the roof (log-log) and each kernel at its intensity.
 
+    For a roof of ``compute="sfu"`` each point's ``flops`` counts special-function operations (one
+    ``exp`` per element for softmax, one ``rsqrt`` per row for RMSNorm), not FLOPs.
     An open marker sits on the roof (the best the kernel could do); where ``measured_ms`` is given a
     filled marker of the same colour shows what it reached, straight below.
     """
@@ -103,23 +163,26 @@ def plot_roofline(roof: Roof, points: Sequence[KernelPoint], title: str = "Roofl
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 5))
+    unit = roof.units
+    rate = "TFLOP/s" if unit == "FLOP" else f"T {unit}/s"   # T = 1e12
     xs = [p.intensity for p in points] + [roof.ridge]
     lo, hi = min(xs) / 4, max(xs) * 4
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(grid, [roof.attainable_tflops(x) for x in grid], color="black", linewidth=2,
-            label=f"roof: {roof.bandwidth_gbps:,.0f} GB/s, {roof.peak_tflops:,.0f} TFLOP/s")
-    ax.axvline(roof.ridge, color="gray", linestyle=":", label=f"ridge point {roof.ridge:,.0f} FLOP/B")
+            label=f"roof: {roof.bandwidth_gbps:,.0f} GB/s, {roof.peak_tflops:,.3g} {rate} "
+                  f"({COMPUTE_UNITS[roof.compute][0]})")
+    ax.axvline(roof.ridge, color="gray", linestyle=":", label=f"ridge point {roof.ridge:,.3g} {unit}/B")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, p in enumerate(points):
         c = colours[i % len(colours)]
         ax.scatter([p.intensity], [roof.attainable_tflops(p.intensity)], facecolors="none", edgecolors=c,
-                   s=70, linewidths=2, label=f"{p.name} ({p.intensity:.3g} FLOP/B)")
+                   s=70, linewidths=2, label=f"{p.name} ({p.intensity:.3g} {unit}/B)")
         if p.measured_tflops is not None:
             ax.scatter([p.intensity], [p.measured_tflops], color=c, s=40, marker="s")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
-    ax.set_ylabel("TFLOP/s")
+    ax.set_xlabel(f"arithmetic intensity ({unit} per byte of HBM traffic)")
+    ax.set_ylabel(rate)
     ax.set_title(f"{title}\n{roof.source}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")

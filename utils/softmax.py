@@ -7,11 +7,16 @@
   once" (half a unit in the last place) from "computed in float16" (three roundings: exp, sum, quotient);
 * :data:`HINTS` -- the chapter's known traps, each named when a check sees its symptom;
 * input makers for the traps: :func:`strided_rows`, :func:`with_neg_inf`;
-* :func:`warps_per_sm` -- how many warps one SM of this GPU holds, for sizing persistent grids.
+* :func:`warps_per_sm` -- how many warps one SM of this GPU holds, for sizing persistent grids;
+* :func:`recorded_launch_gbps` -- the GB/s an H200 recorded for each launch shape of a row kernel
+  (results/05_softmax_launch_sweep.json, results/06_rmsnorm_launch_sweep.json), to print beside the
+  launch sweep a student runs (chapters 05 and 06).
 """
 
 from __future__ import annotations
 
+import json
+import pathlib
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -174,3 +179,26 @@ def warps_per_sm(default: int = 64) -> int:
         return default
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return int(getattr(props, "max_threads_per_multi_processor", 32 * default)) // 32
+
+
+RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
+
+
+def recorded_launch_gbps(chapter: str, width: int) -> tuple[dict[tuple[int, int], float], str]:
+    """GB/s recorded for the plain tile kernel of ``chapter`` ("05_softmax" or "06_rmsnorm") at rows of
+    ``width`` elements, by (rows per program, num_warps), first round of the launch sweep; and a line
+    saying where and how they were recorded. Empty when the results file is not there."""
+    path = RESULTS / f"{chapter}_launch_sweep.json"
+    if not path.exists():
+        return {}, f"{path.name} not found: no recorded figures to compare with"
+    data = json.loads(path.read_text())
+    if str(width) not in data["widths"]:
+        raise ValueError(f"{path.name} has rows of {', '.join(data['widths'])} elements, not {width}")
+    figures = {}
+    for name, gbps in data["widths"][str(width)]["round1_gbps"].items():
+        if name.startswith("tile rows"):
+            rows, warps = name.removeprefix("tile rows").split("/w")
+            figures[int(rows), int(warps)] = gbps
+    source = (f"recorded on an {data['device']} ({data['rows']} rows, copy bandwidth {data['copy_gbps']:,.0f} GB/s; "
+              f"results/{path.name}, made by `{data['command']}`)")
+    return figures, source

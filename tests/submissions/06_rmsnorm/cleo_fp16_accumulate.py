@@ -6,3 +6,4 @@
 #%%- with
     x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=ok, other=0.0,
                 eviction_policy="evict_first" if STREAM else "")
+#%% rmsnorm_with_rstd from-solution

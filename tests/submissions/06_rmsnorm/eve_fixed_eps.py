@@ -4,3 +4,4 @@
     rstd = 1.0 / tl.sqrt(mean_sq + eps)
 #%%- with
     rstd = 1.0 / tl.sqrt(mean_sq + 1e-6)
+#%% rmsnorm_with_rstd from-solution

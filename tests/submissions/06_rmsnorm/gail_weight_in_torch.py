@@ -38,3 +38,4 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.T
     rmsnorm_kernel[(M,)](x2, weight, out, M, N, x2.stride(0), out.stride(0), eps,
                          BLOCK_N=triton.next_power_of_2(N), ROWS=1)
     return out.reshape(x.shape) * weight.to(x.dtype)
+#%% rmsnorm_with_rstd from-solution

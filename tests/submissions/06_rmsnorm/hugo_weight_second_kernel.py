@@ -47,3 +47,4 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.T
     rmsnorm_kernel[(M,)](x2, weight, xhat, M, N, x2.stride(0), N, eps, BLOCK_N=block, ROWS=1)
     scale_kernel[(M,)](xhat, weight, out, N, out.stride(0), BLOCK_N=block)
     return out.reshape(x.shape)
+#%% rmsnorm_with_rstd from-solution
