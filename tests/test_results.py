@@ -227,3 +227,14 @@ def test_the_sandbox_costs_less_than_a_fifth_more_time_per_submission():
     r = json.loads((ROOT / "results" / "gpu_sandbox_overhead_03_vector_add.json").read_text())
     assert "H200" in r["device"] and r["sandbox_overhead"]["vs_unsandboxed"] <= 0.20
     assert set(r["points"]["sandboxed"]) == {"7 / 7"}
+
+
+def test_the_judges_gpu_tests_passed_on_the_h200():
+    """The GPU-only tests of tests/test_judge.py skip on CI's CPU; each must have a recorded pass on the H200."""
+    import ast
+
+    r = json.loads((ROOT / "results" / "gpu_judge_tests.json").read_text())
+    tree = ast.parse((ROOT / "tests" / "test_judge.py").read_text())
+    gpu_tests = {f.name for f in tree.body if isinstance(f, ast.FunctionDef)
+                 and any(getattr(d, "id", None) == "needs_gpu" for d in f.decorator_list)}
+    assert gpu_tests and gpu_tests <= set(r["passed"]) and not r["failed"] and "H200" in r["device"]
