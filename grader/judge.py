@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from grader.gpu_lock import GpuLock
 from utils.checks import CheckFailed, GuardedTensor
 from utils.harness import DTYPES, PLAIN, load_tensor
 
@@ -215,8 +216,6 @@ class JudgeSession:
         self.last_call_seconds = 0.0
         self._fixtures: list[Any] = []
         self.base: dict[str, Any] = {}
-        from grader.gpu_lock import GpuLock
-
         self.gpu_lock = GpuLock(None)  # shared during calls, exclusive while timing (set by the grader)
 
     # -- the namespace ---------------------------------------------------------------------------------
