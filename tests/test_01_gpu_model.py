@@ -1,15 +1,18 @@
-"""Chapter 01: the occupancy rules of the reference solution, its spec table, and the example corpus."""
+"""Chapter 01: the occupancy rules of the reference solution, its spec table, the self-check's hints (each
+fires on its own mistake and on no other), and the example corpus."""
 
 from __future__ import annotations
 
+import nbformat
 import pytest
 
 from grader.autograde import find_submissions, grade_all
 from grader.course import solution_notebook
 from grader.examples import build_submissions
-from grader.notebook_code import load_namespace
+from grader.notebook_code import exec_cell, load_namespace
 from tests.conftest import run_with_answers
-from utils.gpus import GPU_SPECS
+from utils.checks import CheckFailed
+from utils.gpus import GPU_SPECS, recorded
 from utils.occupancy import LIMITS, sm_limits
 
 CHAPTER = "01_gpu_model"
@@ -31,7 +34,7 @@ def test_every_named_gpu_has_limits():
 
 
 @pytest.mark.parametrize("args, gpu, want", [
-    ((128, 160), "A100", 0.1875),        # the lecture's example (registers)
+    ((128, 160), "A100", 0.1875),        # the worked example (registers)
     ((256, 32), "A100", 1.0),
     ((1024, 64), "A100", 0.5),
     ((544, 40), "A100", 0.53125),        # register partitions decide
@@ -56,6 +59,72 @@ def test_occupancy_is_monotone_and_bounded(ns):
             assert by_smem == sorted(by_smem, reverse=True), (gpu, threads)
 
 
+def _cell(grade_id: str) -> str:
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _mistaken_occupancy(*, whole_file=False, no_rounding=False, floor_warps=False, no_block_limit=False,
+                        no_reservation=False):
+    """The reference rules with one typical mistake (rebuilt here, so that the mistake is exactly one rule)."""
+    def occupancy(threads, regs, smem=0, gpu="A100"):
+        lim = sm_limits(gpu)
+        warps = threads // 32 if floor_warps else -(-threads // 32)
+        limits = [lim.max_warps_per_sm // warps] + ([] if no_block_limit else [lim.max_blocks_per_sm])
+        if regs:
+            per_warp = regs * 32 if no_rounding else -(-regs * 32 // 256) * 256
+            by_regs = lim.registers_per_sm // per_warp if whole_file else 4 * (lim.registers_per_sm // 4 // per_warp)
+            limits.append(by_regs // warps)
+        if smem > lim.max_shared_per_block:
+            return 0.0
+        need = -(-smem // 128) * 128 + (0 if no_reservation else lim.shared_reserved_per_block)
+        if need:
+            limits.append(lim.shared_per_sm // need)
+        return min(limits) * warps / lim.max_warps_per_sm
+    return occupancy
+
+
+def test_the_rebuilt_rules_without_a_mistake_are_the_reference(ns):
+    rebuilt = _mistaken_occupancy()
+    for gpu in ("A100", "H100", "T4", "A10"):
+        for threads in (32, 48, 96, 128, 256, 544, 1024):
+            for regs in (0, 16, 33, 40, 48, 64, 128, 200):
+                for smem in (0, 100, 20_000, 41 * 1024):
+                    assert rebuilt(threads, regs, smem, gpu) == ns["occupancy"](threads, regs, smem, gpu=gpu)
+
+
+_OCCUPANCY_HINTS = {"whole_file": "HINT_PARTITION", "no_rounding": "HINT_ROUNDING", "floor_warps": "HINT_PARTIAL_WARP",
+                    "no_block_limit": "HINT_BLOCK_LIMIT", "no_reservation": "HINT_RESERVATION"}
+
+
+@pytest.mark.parametrize("mistake", [None, *_OCCUPANCY_HINTS])
+def test_each_self_check_hint_fires_on_its_mistake_and_on_no_other(ns, mistake):
+    """The occupancy self-check with one mistaken rule: it fails naming that rule's hint and no other hint;
+    the correct rules pass it."""
+    scope = dict(ns)
+    scope["occupancy"] = _mistaken_occupancy(**{mistake: True}) if mistake else ns["occupancy"]
+    if mistake is None:
+        exec_cell(_cell("self_check_occupancy"), "<self_check_occupancy>", scope)
+        return
+    with pytest.raises(CheckFailed) as info:
+        exec_cell(_cell("self_check_occupancy"), "<self_check_occupancy>", scope)
+    hints = {name: scope[name] for name in _OCCUPANCY_HINTS.values()}
+    fired = {name for name, text in hints.items() if text in str(info.value)}
+    assert fired == {_OCCUPANCY_HINTS[mistake]}, str(info.value)
+
+
+def test_the_recorded_kernels_agree_with_the_reference_rules(ns):
+    """The experiment prints the student's occupancy beside the driver's for the kernels recorded on a GPU:
+    with the reference rules every row agrees, so a row marked 'differs' points at the student's rules."""
+    record, source = recorded(CHAPTER)
+    assert record is not None and "results/01_gpu_model.json" in source
+    rows = [k for k in record["kernels"] if "error" not in k]
+    assert len(rows) >= 10
+    for k in rows:
+        ours = ns["occupancy"](32 * k["num_warps"], k["n_regs"], k["shared_bytes"], gpu=tuple(record["compute_capability"]))
+        assert ours == pytest.approx(k["driver_occupancy"]), k
+
+
 def test_waves_and_access_patterns(ns):
     assert [ns["waves"](b, 132) for b in (1, 132, 133, 264, 265)] == [1, 1, 2, 2, 3]
     assert ns["last_wave_utilization"](133, 132) == pytest.approx(1 / 132)
@@ -71,9 +140,12 @@ def test_examples_fail_for_the_right_reason():
     assert all(v == "passed" for v in run_with_answers(CHAPTER, "ada_correct").values())
     cleo = run_with_answers(CHAPTER, "cleo_whole_file")
     assert "occupancy(544, 40)" in cleo["test_occupancy_registers"]
+    assert "one scheduler's quarter of the register file" in cleo["test_occupancy_registers"]
+    assert "units of 256" not in cleo["test_occupancy_registers"]
     assert cleo["test_occupancy_shared"] == "passed"
     dev = run_with_answers(CHAPTER, "dev_no_reservation")
     assert "1 KB reservation" in dev["test_occupancy_shared"]
+    assert "every block also takes the 1 KB the system reserves" in dev["test_occupancy_shared"]
     assert dev["test_occupancy_registers"] == "passed"
     eve = run_with_answers(CHAPTER, "eve_floor_waves")
     assert all(eve[g] != "passed" for g in ("test_waves", "test_sectors", "test_bank_conflicts"))

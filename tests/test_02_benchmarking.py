@@ -1,16 +1,21 @@
-"""Chapter 02: the reference `benchmark` and traffic count, and the example corpus."""
+"""Chapter 02: the reference `benchmark` and traffic count, the self-checks' hints (each fires on its own
+mistake and on no other), the memory-ladder helper, and the example corpus."""
 
 from __future__ import annotations
 
+import statistics
 import time
 
+import nbformat
 import pytest
 
 from grader.autograde import find_submissions, grade_all
 from grader.course import solution_notebook
 from grader.examples import build_submissions
-from grader.notebook_code import load_namespace
+from grader.notebook_code import exec_cell, load_namespace
 from tests.conftest import run_with_answers
+from utils.checks import CheckFailed
+from utils.ladder import working_set_sweep
 
 CHAPTER = "02_benchmarking"
 
@@ -34,6 +39,109 @@ def test_benchmark_counts_and_excludes_warmup(ns):
         ns["benchmark"](fn, trials=0)
 
 
+def test_benchmark_returns_the_statistic_asked_for(ns):
+    sleeps = iter([0.07, 0.015, 0.03] * 3)
+
+    def fn():
+        time.sleep(next(sleeps))
+
+    got = {mode: ns["benchmark"](fn, warmup=0, trials=3, return_mode=mode) for mode in ("median", "mean", "min")}
+    assert 29.9 <= got["median"] < 36 and 38.2 <= got["mean"] < 48 and 14.9 <= got["min"] < 22, got
+    with pytest.raises(ValueError):
+        ns["benchmark"](fn, return_mode="average")
+
+
+def _cell(grade_id: str) -> str:
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _per_call_ms(fn, n):
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+# Typical mistakes in `benchmark`, each of one kind (CPU branch only: the self-check runs on the CPU here)
+def _loop_mean(fn, warmup=1, trials=3, return_mode="median"):      # one clock around the loop: the mean
+    for _ in range(warmup):
+        fn()
+    t0 = time.perf_counter()
+    for _ in range(trials):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / trials
+
+
+def _seconds(fn, warmup=1, trials=3, return_mode="median"):
+    for _ in range(warmup):
+        fn()
+    return {"median": statistics.median, "mean": statistics.mean, "min": min}[return_mode](_per_call_ms(fn, trials)) / 1e3
+
+
+def _warmup_timed(fn, warmup=1, trials=3, return_mode="median"):
+    return float({"median": statistics.median, "mean": statistics.mean, "min": min}[return_mode](
+        _per_call_ms(fn, warmup + trials)))
+
+
+def _total(fn, warmup=1, trials=3, return_mode="median"):
+    for _ in range(warmup):
+        fn()
+    return float(sum(_per_call_ms(fn, trials)))
+
+
+def _one_loop(fn, warmup=1, trials=3, return_mode="median"):     # the warm-up calls are the timed calls
+    return float(statistics.median(_per_call_ms(fn, max(warmup, trials))))
+
+
+_BENCHMARK_MISTAKES = [(_loop_mean, "HINT_MEAN"), (_seconds, "HINT_SECONDS"), (_warmup_timed, "HINT_WARMUP"),
+                       (_total, "HINT_TOTAL"), (_one_loop, "HINT_LOOPS")]
+_BENCHMARK_HINTS = ("HINT_MEAN", "HINT_SECONDS", "HINT_WARMUP", "HINT_TOTAL", "HINT_LOOPS")
+
+
+@pytest.mark.parametrize("mistake, hint", _BENCHMARK_MISTAKES, ids=[h for _, h in _BENCHMARK_MISTAKES])
+def test_each_benchmark_hint_fires_on_its_mistake_and_on_no_other(ns, mistake, hint):
+    scope = dict(ns, benchmark=mistake)
+    with pytest.raises(CheckFailed) as info:
+        exec_cell(_cell("self_check_benchmark"), "<self_check_benchmark>", scope)
+    fired = {name for name in _BENCHMARK_HINTS if scope[name] in str(info.value)}
+    assert fired == {hint}, str(info.value)
+
+
+_TRAFFIC_MISTAKES = [(lambda n, s=4: (8, 16 * n * s), "HINT_ONE_READ"), (lambda n, s=4: (8, 10 * n * s), "HINT_NO_WRITES"),
+                     (lambda n, s=4: (8, 8 * n * s), "HINT_NO_READS"), (lambda n, s=4: (8, 18 * n * 4), "HINT_SCALING"),
+                     (lambda n, s=4: (8, 20 * n * s), None), (lambda n, s=4: (7, 18 * n * s), None)]
+
+
+@pytest.mark.parametrize("mistake, hint", _TRAFFIC_MISTAKES, ids=[str(h) for _, h in _TRAFFIC_MISTAKES])
+def test_each_traffic_hint_fires_on_its_mistake_and_on_no_other(ns, mistake, hint):
+    """The traffic self-check measures what gelu_eager's operators read and write, says when a count differs
+    without printing the right one, and names a mistake only when the count is the one that mistake gives."""
+    scope = dict(ns, eager_gelu_traffic=mistake)
+    with pytest.raises(CheckFailed) as info:
+        exec_cell(_cell("self_check_traffic"), "<self_check_traffic>", scope)
+    names = ("HINT_ONE_READ", "HINT_NO_WRITES", "HINT_NO_READS", "HINT_SCALING")
+    fired = {name for name in names if scope[name] in str(info.value)}
+    assert fired == ({hint} if hint else set()), str(info.value)
+    if mistake(1000)[1] != 72000:   # the right count is not handed over (unless it is the student's own)
+        assert "72,000" not in str(info.value) and "72000" not in str(info.value)
+
+
+def test_the_traffic_self_check_hands_over_no_byte_count():
+    source = _cell("self_check_traffic")
+    for number in ("18", "72", "9 *", "* 9"):
+        assert number not in source, number
+
+
+def test_working_set_sweep_on_the_cpu_reports_a_bandwidth_per_set():
+    got = working_set_sweep([2**16, 2**20], on_gpu=False)
+    assert len(got) == 2 and all(g > 0.1 for g in got)
+    with pytest.raises(ValueError):
+        working_set_sweep([4], on_gpu=False)
+
+
 def test_eager_traffic_matches_the_formula(ns):
     assert ns["eager_gelu_traffic"](1000) == (8, 72000)
     assert ns["eager_gelu_traffic"](10, 2) == (8, 360)
@@ -45,11 +153,17 @@ def test_examples_fail_for_the_right_reason():
     assert set(ada) == {"test_benchmark_calls", "test_benchmark_timing", "test_benchmark_gpu", "test_gelu_traffic"}
     assert all(v == "passed" for v in ada.values()), ada  # test_benchmark_gpu: NOT GRADED on the CPU
     cleo = run_with_answers(CHAPTER, "cleo_times_warmup")
-    assert "warm-up" in cleo["test_benchmark_timing"]
+    assert "time only the calls after the warm-up loop" in cleo["test_benchmark_timing"]
     assert cleo["test_benchmark_calls"] == "passed"
+    assert "that is the mean" not in cleo["test_benchmark_timing"]
     dev = run_with_answers(CHAPTER, "dev_seconds_median")
-    assert dev["test_benchmark_timing"] != "passed" and dev["test_gelu_traffic"] != "passed"
+    assert "milliseconds" in dev["test_benchmark_timing"] and dev["test_gelu_traffic"] != "passed"
+    assert "time only the calls after the warm-up loop" not in dev["test_benchmark_timing"]
     assert dev["test_benchmark_calls"] == "passed"
+    ivy = run_with_answers(CHAPTER, "ivy_mean_of_loop")
+    assert "that is the mean of the calls" in ivy["test_benchmark_timing"], ivy
+    assert "milliseconds" not in ivy["test_benchmark_timing"]
+    assert ivy["test_benchmark_calls"] == "passed" and ivy["test_gelu_traffic"] == "passed"
 
 
 def test_a_benchmark_that_never_calls_fn_earns_nothing_for_it():
@@ -67,7 +181,7 @@ def test_a_benchmark_that_never_calls_fn_earns_nothing_for_it():
 def test_examples_by_real_autograde(tmp_path):
     students = build_submissions(CHAPTER, tmp_path / "submitted")
     assert {"ada_correct", "ben_untouched", "cleo_times_warmup", "dev_seconds_median", "gus_fake_small_number",
-            "hal_sets_calls"} <= set(students)
+            "hal_sets_calls", "ivy_mean_of_loop"} <= set(students)
     subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER)
             if s.student in ("ada_correct", "ben_untouched", "hal_sets_calls")]
     records = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2)}

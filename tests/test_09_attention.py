@@ -1,7 +1,9 @@
 """Chapter 09 (attention): the offset checks catch the Z = 1-only row offset, the reference kernel is right
-on the cases the hidden tests use, and each example submission fails the test it should -- at the
-interpreter's block sizes and, for the mistakes that only long sequences or the diagonal block expose
-(no online-softmax rescale, a causal bound in whole blocks), at every block size the GPU autotuner tries."""
+on the cases the hidden tests use, each named hint fires on the mistake it names and stays silent on another,
+each example submission fails the test it should -- at the interpreter's block sizes and, for the mistakes
+that only long sequences or the diagonal block expose (no online-softmax rescale, a causal bound in whole
+blocks), at every block size the GPU autotuner tries -- and the causal-skipping experiment counts the key
+blocks the kernel really visits."""
 
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ from grader.course import solution_notebook
 from grader.examples import build_submissions
 from grader.notebook_code import load_namespace
 from tests.conftest import ROOT, run_with_answers
-from utils.attention import attention_reference, check_base_offset, check_row_offset, check_split
-from utils.checks import CheckFailed
+from utils.attention import (ATTENTION_HINTS, COPY_HINTS, attention_reference, causal_block_sweep,
+                             check_base_offset, check_row_offset, check_split, copy_reference, recorded_causal_ratios,
+                             tiles_visited)
+from utils.checks import CheckFailed, check
 
 CHAPTER = "09_attention"
 ATTENTION_TESTS = ["test_attention_one_batch", "test_attention_batches_and_heads", "test_attention_causal",
@@ -100,12 +104,16 @@ def test_examples_fail_for_the_right_reason(tmp_path):
     assert status("cy_row_offset_z1", "test_row_offset_one_batch") == "passed"
     assert status("cy_row_offset_z1", "test_attention_one_batch") == "passed"
     assert status("cy_row_offset_z1", "test_row_offset_batched") == "failed"
+    copy = records[("cy_row_offset_z1", "test_contiguous_heads")]
+    assert copy.status == "failed" and "off_z * H * N + off_h * N" in copy.message
     batched = records[("cy_row_offset_z1", "test_attention_batches_and_heads")]
     assert batched.status == "failed" and "off_z * H * N + off_h * N" in batched.message
     # Contiguous heads assumed: fine until the heads come from a projection.
     assert status("dan_contiguous_heads", "test_attention_batches_and_heads") == "passed"
     strided = records[("dan_contiguous_heads", "test_attention_strided_heads")]
     assert strided.status == "failed" and "not contiguous" in strided.message
+    copy = records[("dan_contiguous_heads", "test_contiguous_heads")]
+    assert copy.status == "failed" and "not contiguous" in copy.message
     # The causal mask off by one fails causal tests only.
     assert status("eli_causal_off_by_one", "test_attention_batches_and_heads") == "passed"
     causal = records[("eli_causal_off_by_one", "test_attention_causal")]
@@ -193,7 +201,7 @@ def test_correct_keeps_every_test_and_the_new_mistakes_lose_theirs():
         assert block_units[test] == "passed"
     for outcomes in (no_rescale, block_units):
         assert all(outcomes[t] == "passed" for t in ("test_split_program_id", "test_row_offset_batched",
-                                                     "test_base_offset_layouts"))
+                                                     "test_base_offset_layouts", "test_contiguous_heads"))
 
 
 @pytest.mark.parametrize("block_m,block_n", GPU_BLOCKS)
@@ -209,3 +217,144 @@ def test_mistakes_lose_points_at_gpu_block_sizes(block_m, block_n):
     ns, tests = executed_with("hal_causal_block_units")
     outcome = outcomes_at_blocks(ns, tests, block_m, block_n, ["test_attention_causal"])["test_attention_causal"]
     assert outcome.startswith("failed") and "not per block" in outcome, outcome[:2000]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Each named hint fires on its own symptom only
+# ---------------------------------------------------------------------------------------------------
+
+@functools.cache
+def kernels_of(student: str) -> dict:
+    """The setup, import, judge and solution cells of the notebook with ``student``'s answers, run in this
+    process (no self-checks, plots or benchmarks): the student's functions, quickly."""
+    from grader.examples import answer_source, parse_answers
+    from grader.notebook_code import exec_cell
+
+    answers = parse_answers((ROOT / "tests" / "submissions" / CHAPTER / f"{student}.py").read_text())
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    ns: dict = {"__name__": f"nb09_kernels_{student}"}
+    for i, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        wanted = (i <= 2 or meta.get("solution") or "judge" in cell.metadata.get("tags", [])) and not meta.get("grade")
+        if cell.cell_type != "code" or not wanted:
+            continue
+        gid = meta.get("grade_id")
+        source = answer_source(answers[gid], cell.source, gid) if meta.get("solution") and gid in answers \
+            else cell.source
+        exec_cell(source, f"<nb09 {student} cell {i}>", ns)
+    return ns
+
+
+def _projection(z, n, h, d):
+    qkv = torch.randn(z, n, 3, h, d)
+    return tuple(qkv[:, :, i].transpose(1, 2) for i in range(3))
+
+
+#: Inputs, by name; each hint below is tried on one of them.
+HINT_CASES = {
+    "Z2 H3 N37": lambda: tuple(torch.randn(2, 3, 37, 16) for _ in range(3)),
+    "causal Z2 H3 N37": lambda: (*(torch.randn(2, 3, 37, 16) for _ in range(3)), True),
+    "projected heads": lambda: (*_projection(2, 37, 3, 16), False),
+    "explicit scale": lambda: (*(torch.randn(2, 2, 29, 32) for _ in range(3)), False, 1.0),
+}
+
+#: (a phrase of the hint, the mistake it names: fires, another mistake that also fails the case: silent, case)
+HINT_PAIRS = [
+    ("look at how off_z enters", "cy_row_offset_z1", "gil_no_rescale", "Z2 H3 N37"),
+    ("Head 0 of every batch is right", "kim_no_head_offset", "cy_row_offset_z1", "Z2 H3 N37"),
+    ("from the tensor's own strides", "dan_contiguous_heads", "gil_no_rescale", "projected heads"),
+    ("its own position included", "eli_causal_off_by_one", "hal_causal_block_units", "causal Z2 H3 N37"),
+    ("not per block", "hal_causal_block_units", "eli_causal_off_by_one", "causal Z2 H3 N37"),
+    ("rescaled by alpha", "gil_no_rescale", "jo_keys_past_n_kept", "Z2 H3 N37"),
+    ("use sm_scale, and fall back", "fay_ignores_sm_scale", "lou_exp2_without_log2e", "explicit scale"),
+    ("off by a factor ln 2", "lou_exp2_without_log2e", "fay_ignores_sm_scale", "explicit scale"),
+    ("keys past N took part", "jo_keys_past_n_kept", "gil_no_rescale", "Z2 H3 N37"),
+]
+
+
+def attention_report(student: str, case: str) -> str:
+    torch.manual_seed(zlib.crc32(case.encode()))
+    with pytest.raises(CheckFailed) as failure:
+        check(kernels_of(student)["attention"], HINT_CASES[case](), attention_reference, atol=1e-2, rtol=1e-2,
+              hints=ATTENTION_HINTS)
+    return str(failure.value)
+
+
+def test_every_attention_hint_is_paired_with_a_mistake():
+    assert len(HINT_PAIRS) == len(ATTENTION_HINTS)
+    for hint in ATTENTION_HINTS:
+        assert sum(phrase in hint.message for phrase, *_ in HINT_PAIRS) == 1, hint.message
+
+
+@pytest.mark.parametrize("phrase,fires,silent,case", HINT_PAIRS, ids=[p[1] for p in HINT_PAIRS])
+def test_a_hint_fires_on_its_mistake_and_not_on_another(phrase, fires, silent, case):
+    assert phrase in attention_report(fires, case)
+    assert phrase not in attention_report(silent, case)   # this case fails too, for another reason
+
+
+@pytest.mark.parametrize("phrase,fires,silent", [
+    ("rows past N were stored", "mo_copy_store_unmasked", "cy_row_offset_z1"),
+    ("look at how off_z enters", "cy_row_offset_z1", "mo_copy_store_unmasked"),
+])
+def test_copy_hints_fire_on_their_mistake_only(phrase, fires, silent):
+    def report(student):
+        torch.manual_seed(3)
+        with pytest.raises(CheckFailed) as failure:
+            check(kernels_of(student)["contiguous_heads"], (torch.randn(2, 3, 37, 8),), copy_reference,
+                  atol=0.0, rtol=0.0, hints=COPY_HINTS)
+        return str(failure.value)
+
+    assert phrase in report(fires)
+    assert phrase not in report(silent)
+
+
+def test_the_correct_kernel_passes_the_hint_cases():
+    ns = kernels_of("ada_correct")
+    for name, make in HINT_CASES.items():
+        torch.manual_seed(zlib.crc32(name.encode()))
+        check(ns["attention"], make(), attention_reference, atol=1e-2, rtol=1e-2, hints=ATTENTION_HINTS)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The experiment: key blocks visited with and without causal skipping
+# ---------------------------------------------------------------------------------------------------
+
+def test_the_sweep_counts_the_key_blocks_the_kernel_visits():
+    """Counted from the kernel's own tl.dot calls; a kernel without causal skipping visits every block."""
+    ns = kernels_of("ada_correct")
+    rows = causal_block_sweep(ns["attention"], ns["attention_kernel"], [(32, 16), (64, 64)], 128, 16,
+                              torch.float32, "cpu")
+    assert [(r.tiles_full, r.tiles_causal) for r in rows] == [(32, 20), (4, 3)]
+    assert all(r.counted and r.tiles_causal == tiles_visited(128, r.block_m, r.block_n, True) for r in rows)
+    assert ns["attention_kernel"].configs[0].kwargs == {"BLOCK_M": 32, "BLOCK_N": 16}   # restored
+    ns = kernels_of("hal_causal_block_units")   # same loop bounds: same counts, even though it is wrong
+    with pytest.raises(CheckFailed, match="wrong at BLOCK_M=32"):
+        causal_block_sweep(ns["attention"], ns["attention_kernel"], [(32, 16)], 128, 16, torch.float32, "cpu")
+
+
+def test_recorded_causal_ratios_come_from_the_results_file():
+    ratios, source = recorded_causal_ratios(4096, 64)
+    assert ratios and "results/09_attention.json" in source
+    for (bm, bn, _, _), (full, causal) in ratios.items():
+        assert 0.4 < causal / full < 0.8 and bm % bn == 0
+
+
+def test_the_benchmark_plot_names_the_roof_of_each_part():
+    """On a GPU the plot draws the matmuls under the fp16 tensor-core roof and the exponentials under the
+    special-function units, each line saying which; under the interpreter it draws no roof at all."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from utils.attention import exp_ceiling_tflops, plot_tflops
+    from utils.bench import Sweep
+    from utils.roofline import datasheet_roof
+
+    tensor, sfu = datasheet_roof("H200", "fp16_tensor"), datasheet_roof("H200", "sfu")
+    gpu = Sweep([1024, 4096], "N", {"Triton attention": [300.0, 420.0]}, interpreted=False, unit="TFLOP/s")
+    labels = [line.get_label() for line in plot_tflops(gpu, "t", tensor, sfu, 64).get_lines()]
+    assert any("fp16 tensor cores" in label for label in labels)
+    assert any("special-function units" in label and "256 FLOPs" in label for label in labels)
+    assert exp_ceiling_tflops(sfu.peak_tflops, 64) == pytest.approx(sfu.peak_tflops * 256)
+    cpu = Sweep([32], "N", {"Triton attention": [0.1]}, interpreted=True, unit="TFLOP/s")
+    labels = [line.get_label() for line in plot_tflops(cpu, "t", tensor, sfu, 64).get_lines()]
+    assert not any("roof" in label or "ceiling" in label for label in labels)

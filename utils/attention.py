@@ -5,19 +5,25 @@
   table of every ``(z, h)`` a formula gets wrong;
 * :func:`attention_reference` -- softmax(q k^T * scale) v in float64, with an optional causal mask;
 * :func:`attention_tolerance` and :data:`ATTENTION_HINTS` -- for ``utils.checks.check_all``;
-* :func:`tflops_sweep`, :func:`plot_tflops` -- TFLOP/s against sequence length next to PyTorch.
+* :func:`tflops_sweep`, :func:`plot_tflops` -- TFLOP/s against sequence length next to PyTorch, under the
+  tensor-core roof of the matmuls and the special-function ceiling of the exponentials;
+* :func:`copy_reference`, :data:`COPY_HINTS` -- for the copy kernel that puts the offsets to work;
+* :func:`causal_block_sweep`, :func:`tiles_visited`, :func:`recorded_causal_ratios` -- the experiment: key
+  blocks visited with and without causal skipping, per block shape, beside the recorded GPU times.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
-from utils.bench import Sweep, flops_sweep
-from utils.checks import CheckFailed, Comparison, Hint, explain_exception
-from utils.plots import plot_sweep
+from .bench import Sweep, flops_sweep
+from .checks import CheckFailed, Comparison, Hint, explain_exception
+from .plots import plot_sweep
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -101,12 +107,17 @@ def check_row_offset(fn: Callable[[int, int, int, int], int], Z: int, H: int, N:
 # ---------------------------------------------------------------------------------------------------
 
 def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                        sm_scale: float | None = None) -> torch.Tensor:
-    """softmax(q k^T * sm_scale) v, row i seeing keys 0..i only when ``causal``; in q's dtype."""
+                        sm_scale: float | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(q k^T * sm_scale) v, row i seeing keys 0..i only when ``causal``; in q's dtype.
+
+    ``mask`` (optional, [queries, keys], True = keep) replaces the causal mask: the hints use it to compute
+    what a given mistake would return."""
     N, D = q.shape[-2], q.shape[-1]
     scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
     s = (q @ k.transpose(-1, -2)) * scale
-    if causal:
+    if mask is not None:
+        s = s.masked_fill(~mask.to(q.device), float("-inf"))
+    elif causal:
         above = torch.ones(N, N, dtype=torch.bool, device=q.device).triu(1)
         s = s.masked_fill(above, float("-inf"))
     return torch.softmax(s, dim=-1) @ v
@@ -124,70 +135,377 @@ def attention_tolerance(dtype: torch.dtype) -> tuple[float, float]:
 
 #: The largest BLOCK_N of the chapter's GPU configurations: longer sequences span several key blocks there.
 LARGEST_BLOCK_N = 128
+#: The smallest BLOCK_N any configuration uses (the interpreter's): keys 0..15 lie in the first key block at
+#: every block size, so a row whose largest score is among them never sees its running maximum rise.
+SMALLEST_BLOCK_N = 16
+
+# Each hint below fires on its own symptom, read from the output and the inputs, never merely because a
+# case of its kind failed (tests/test_09_attention.py pairs each with the mistake it names and another one).
 
 
-def _wrong_4d(c: Comparison) -> torch.Tensor | None:
+def _inputs(args) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool, float | None]:
+    q, k, v = (a.detach().to("cpu", torch.float64) for a in args[:3])
+    causal = bool(args[3]) if len(args) > 3 else False
+    scale = args[4] if len(args) > 4 else None
+    return q, k, v, causal, scale
+
+
+def _rows_wrong(c: Comparison) -> torch.Tensor | None:
+    """[Z, H, N] bool: the output row holds a wrong or unwritten element."""
     if len(c.shape) != 4:
         return None
-    return c.wrong.reshape(c.shape)
+    return c.wrong.reshape(c.shape).any(-1)
 
 
-def _several_batches(c: Comparison, args) -> bool:
-    w = _wrong_4d(c)
-    return w is not None and c.shape[0] > 1 and bool(w.any())
+def _close(got: torch.Tensor, want: torch.Tensor, c: Comparison) -> torch.Tensor:
+    return ((got - want).abs() <= c.atol + c.rtol * want.abs()) | (got == want)
 
 
-def _only_later_heads(c: Comparison, args) -> bool:
-    w = _wrong_4d(c)
-    return w is not None and c.shape[1] > 1 and not bool(w[:, 0].any()) and bool(w[:, 1:].any())
+def _matches(c: Comparison, want: torch.Tensor, rows: slice = slice(None)) -> bool:
+    """The output equals ``want`` (within the check's tolerance) on the given query rows of every head."""
+    got = c.got.reshape(c.shape)[:, :, rows]
+    return bool(_close(got, want.reshape(c.shape)[:, :, rows], c).all()) and not bool(c.unwritten.any())
 
 
-def _strided(c: Comparison, args) -> bool:
-    return any(isinstance(a, torch.Tensor) and not a.is_contiguous() for a in args)
+def _late_max_rows(args) -> torch.Tensor:
+    """[Z, H, N] bool: the row's largest score lies past the first SMALLEST_BLOCK_N keys, so a kernel that
+    never rescales (acc, l_i) is wrong there; rows whose maximum comes early come out right all the same."""
+    q, k, _, causal, scale = _inputs(args)
+    n, d = q.shape[-2], q.shape[-1]
+    s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d) if scale is None else scale)
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return s.argmax(-1) >= SMALLEST_BLOCK_N
 
 
-def _causal(c: Comparison, args) -> bool:
-    return len(args) > 3 and bool(args[3])
+def _spilled_rows(c: Comparison) -> bool:
+    """N is ragged, slice [0, 0] is right and every wrong row of a later slice lies in a run from its row 0:
+    the rows past N of one head were stored into the first rows of the next (a store without its row mask)."""
+    rows = _rows_wrong(c)
+    if rows is None or c.shape[2] % SMALLEST_BLOCK_N == 0:
+        return False
+    flat = rows.reshape(-1, c.shape[2])
+    if bool(flat[0].any()) or not bool(flat.any()):
+        return False
+    for r in flat:
+        wrong = int(r.sum())
+        if wrong and (wrong >= min(c.shape[2], LARGEST_BLOCK_N) or not bool(r[:wrong].all())):
+            return False
+    return True
 
 
-def _explicit_scale(c: Comparison, args) -> bool:
-    return len(args) > 4 and args[4] is not None
+def _offsets_wrong(c: Comparison, args) -> bool:
+    """Whole (z, h) slices are misplaced: some lost more rows to never-written output than others, or some hold
+    another slice's answer, or the
+    first slice (offset 0 under any formula) is right while another is wrong in rows that no softmax mistake
+    touches (rows whose maximum score lies in the first key block)."""
+    rows = _rows_wrong(c)
+    if rows is None or c.shape[0] * c.shape[1] < 2 or not bool(rows.any()) or _spilled_rows(c):
+        return False
+    Z, H = c.shape[:2]
+    unwritten_rows = c.unwritten.reshape(c.shape).any(-1).sum(-1).flatten()
+    if bool((unwritten_rows != unwritten_rows[0]).any()):   # some slices lost more rows than others
+        return True
+    got = c.got.reshape(Z * H, -1)
+    want = c.expected.reshape(Z * H, -1)
+    bad = rows.reshape(Z * H, -1).any(-1)
+    for i in torch.nonzero(bad).flatten().tolist():
+        if any(j != i and bool(_close(got[i], want[j], c).all()) for j in range(Z * H)):
+            return True
+    late = _late_max_rows(args) if len(args) >= 3 else torch.zeros_like(rows)   # a copy has no softmax
+    early_wrong = (rows & ~late).reshape(Z * H, -1).any(-1)
+    return not bool(bad[0]) and bool(early_wrong.any())
 
 
-def _several_key_blocks(c: Comparison, args) -> bool:
-    w = _wrong_4d(c)
-    return w is not None and c.shape[2] > LARGEST_BLOCK_N and bool(w.any())
+def _batch_offset(c: Comparison, args) -> bool:
+    """Slices are misplaced and a later batch's first head is among them."""
+    rows = _rows_wrong(c)
+    return _offsets_wrong(c, args) and c.shape[0] > 1 and bool(rows[1:, 0].any())
 
 
-def _ragged(c: Comparison, args) -> bool:
-    w = _wrong_4d(c)
-    return (w is not None and c.shape[2] % 16 != 0 and bool(w[:, :, -1].any())
-            and not bool(w[:, :, 0].any()))
+def _head_offset(c: Comparison, args) -> bool:
+    """Slices are misplaced, head 0 of every batch is right and a later head is wrong."""
+    rows = _rows_wrong(c)
+    return (_offsets_wrong(c, args) and c.shape[1] > 1 and not bool(rows[:, 0].any())
+            and bool(rows[:, 1:].any()))
 
 
-#: Known traps of the attention kernel, named when a check fails on inputs that expose them.
+def _strided_offset(c: Comparison, args) -> bool:
+    """Slices are misplaced and an input is not contiguous."""
+    return _offsets_wrong(c, args) and any(isinstance(a, torch.Tensor) and not a.is_contiguous() for a in args)
+
+
+def _no_rescale(c: Comparison, args) -> bool:
+    """Only rows whose maximum arrives in a later key block are wrong: the error comes with the number of key
+    blocks and is absent where one key block holds the row's maximum."""
+    rows = _rows_wrong(c)
+    if rows is None or not bool(rows.any()) or bool(c.unwritten.any()):
+        return False
+    late = _late_max_rows(args)
+    early = ~late
+    slack = max(1, int(0.02 * int(early.sum())))  # near-ties on a GPU: a handful of rows at most
+    return int(early.sum()) >= 1 and int((rows & early).sum()) < slack and bool((rows & late).any())
+
+
+def _causal_row_zero(c: Comparison, args) -> bool:
+    """Causal, every slice written, and row 0 (which sees key 0 alone) is NaN in every head, or every later
+    row equals the strict mask key < query."""
+    if not _inputs(args)[3] or len(c.shape) != 4 or bool(c.unwritten.any()):
+        return False
+    got = c.got.reshape(c.shape)
+    if not bool(torch.isfinite(got[:, :, 0]).any()):
+        return True
+    q, k, v, _, scale = _inputs(args)
+    n = q.shape[-2]
+    if n < 2:
+        return False
+    strict = attention_reference(q[:, :, 1:], k, v, False, scale,
+                                 mask=torch.ones(n - 1, n, dtype=torch.bool).triu(1) == 0)
+    return _matches(c, torch.cat([c.expected.reshape(c.shape)[:, :, :1], strict], 2), slice(1, None))
+
+
+def _causal_too_wide(c: Comparison, args) -> bool:
+    """Causal, row 0 finite but wrong in every head (it sees later keys), yet the last row is right somewhere:
+    the mask lets a row see keys after it, as a bound in whole blocks (or no mask) does."""
+    rows = _rows_wrong(c)
+    if not _inputs(args)[3] or rows is None or c.shape[2] < 2:
+        return False
+    got = c.got.reshape(c.shape)
+    return (bool(rows[:, :, 0].all()) and bool(torch.isfinite(got[:, :, 0]).all())
+            and not bool(rows[:, :, -1].all()))
+
+
+def _scale_ignored(c: Comparison, args) -> bool:
+    """An explicit sm_scale was passed and the output is attention at the default 1/sqrt(D) instead."""
+    q, k, v, causal, scale = _inputs(args)
+    if scale is None or len(c.shape) != 4:
+        return False
+    return _matches(c, attention_reference(q, k, v, causal, None))
+
+
+def _log2e_missing(c: Comparison, args) -> bool:
+    """The output is attention at sm_scale * ln 2 (exp2 without log2(e) folded in) or at sm_scale * log2(e)
+    (log2(e) folded in, then exp instead of exp2)."""
+    q, k, v, causal, scale = _inputs(args)
+    if len(c.shape) != 4:
+        return False
+    base = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    return any(_matches(c, attention_reference(q, k, v, causal, base * f)) for f in (math.log(2), 1 / math.log(2)))
+
+
+def _keys_past_n_kept(c: Comparison, args) -> bool:
+    """N is ragged and rows past N were stored (into the next head's first rows, or out of bounds), or the
+    output equals attention whose keys were padded with zero keys and values up to a whole block (keys past N
+    loaded as 0, never masked to -inf)."""
+    if len(c.shape) != 4 or c.shape[2] % SMALLEST_BLOCK_N == 0:
+        return False
+    if _spilled_rows(c) or ((c.oob_before or c.oob_after) and not _offsets_wrong(c, args)):
+        return True   # stores past the end of a head, not misplaced heads
+    q, k, v, causal, scale = _inputs(args)
+    if causal:
+        return False
+    n = q.shape[-2]
+    for block in (16, 32, 64, 128):
+        pad = -n % block
+        if pad:
+            zeros = q.new_zeros(*q.shape[:2], pad, q.shape[-1])
+            if _matches(c, attention_reference(q, torch.cat([k, zeros], 2), torch.cat([v, zeros], 2), False, scale)):
+                return True
+    return False
+
+
+#: Known traps of the attention kernel, each named only when the output shows its symptom.
 ATTENTION_HINTS = [
-    Hint(_several_batches, "This input has Z > 1 sequences. If your kernel passes with Z = 1, look at how "
-         "off_z enters the offsets: with strides the batch moves by off_z * stride_z, and in a 2-D "
-         "[Z*H*N, D] view a head starts at row off_z * H * N + off_h * N (off_z + off_h * N is right only "
-         "for Z = 1). A wrong batch offset also lets batch 1 overwrite batch 0's output, so every batch "
-         "can look wrong."),
-    Hint(_only_later_heads, "Head 0 is right and later heads are wrong: off_h must move the pointers by "
-         "off_h * stride_h (and off_h = off_hz % H, not off_hz // H)."),
-    Hint(_strided, "These inputs are not contiguous (heads taken from a [Z, N, H, D] projection by a "
-         "transpose): compute every offset from the tensor's own strides, never from N * D."),
-    Hint(_causal, "Causal attention: query row i sees keys 0..i, its own position included "
-         "(keep where key <= query). Every query row has at least one key, so no row may be all -inf. Mask "
-         "per element, not per block: inside the block on the diagonal, row i keeps keys up to i only, so a "
-         "bound in whole blocks (keeping or skipping a key block by where it starts) is wrong for most rows."),
-    Hint(_several_key_blocks, "N spans several key blocks here, even at a GPU's largest BLOCK_N (128). If "
-         "shorter sequences pass, look at the online softmax: when a new block raises the running maximum, "
-         "acc and l_i must both be rescaled by alpha = exp(m_old - m_new) before the new block is added."),
-    Hint(_explicit_scale, "This call passes sm_scale explicitly: use it, and fall back on 1/sqrt(D) only "
-         "when it is None."),
-    Hint(_ragged, "The last rows are wrong and N is not a multiple of the block: mask the query rows past "
-         "N on load and store, and give keys past N a score of -inf."),
+    Hint(_batch_offset, "Whole (batch, head) slices are misplaced (never written, holding another slice's "
+         "rows, or wrong while slice [0, 0] is right), and a later batch is among them: look at how off_z "
+         "enters the offsets. With strides the batch moves by off_z * stride_z, and in a 2-D [Z*H*N, D] view a "
+         "head starts at row off_z * H * N + off_h * N (off_z + off_h * N is right only for Z = 1)."),
+    Hint(_head_offset, "Head 0 of every batch is right and later heads are misplaced: off_h must move the "
+         "pointers by off_h * stride_h (and off_h = off_hz % H, not off_hz // H)."),
+    Hint(_strided_offset, "These inputs are not contiguous (heads taken from a [Z, N, H, D] projection by a "
+         "transpose) and whole slices are misplaced: compute every offset from the tensor's own strides, "
+         "never from N * D."),
+    Hint(_causal_row_zero, "Causal attention: query row i sees keys 0..i, its own position included (keep "
+         "key <= query). Row 0 sees key 0 alone, so no row may be all -inf (that gives NaN)."),
+    Hint(_causal_too_wide, "Causal attention: row 0 must equal v[0] (it sees key 0 alone), yet it is wrong in "
+         "every head while later rows can be right: the mask lets rows see keys after them. Mask per element, "
+         "not per block: inside the block on the diagonal, row i keeps keys up to i only, so a bound in whole "
+         "blocks (keeping a key block by where it starts) is wrong for most rows."),
+    Hint(_no_rescale, "Only rows whose largest score arrives after the first key block are wrong: the error "
+         "comes with several key blocks and vanishes when one block holds the row's maximum. Look at the online "
+         "softmax: when a new block raises the running maximum, acc and l_i must both be rescaled by "
+         "alpha = exp(m_old - m_new) before the new block is added."),
+    Hint(_scale_ignored, "This call passes sm_scale explicitly and your output is attention at the default "
+         "1/sqrt(D): use sm_scale, and fall back on 1/sqrt(D) only when it is None."),
+    Hint(_log2e_missing, "Your output is attention at a scale off by a factor ln 2: tl.exp2(x) is exp(x * ln 2), "
+         "so fold log2(e) into qk_scale once and use exp2 throughout (or neither)."),
+    Hint(_keys_past_n_kept, "N is not a multiple of the block and keys past N took part: mask the query rows "
+         "past N on load and store, and give keys past N a score of -inf (a load with other=0 gives them "
+         "a score of 0, not -inf)."),
 ]
+
+
+def copy_reference(x: torch.Tensor) -> torch.Tensor:
+    """What ``contiguous_heads(x)`` must return: x's values in a contiguous tensor."""
+    return x.contiguous()
+
+
+def exact(dtype: torch.dtype) -> tuple[float, float]:
+    """A copy moves bits: no tolerance."""
+    return 0.0, 0.0
+
+
+def _rows_spilled(c: Comparison, args) -> bool:
+    return _spilled_rows(c) or bool(c.oob_after and not _offsets_wrong(c, args))
+
+
+#: The hints of the copy kernel (TODO 2): the offset hints of attention, and rows stored past N.
+COPY_HINTS = ATTENTION_HINTS[:3] + [
+    Hint(_rows_spilled, "N is not a multiple of BLOCK_M and rows past N were stored (into the next head's "
+         "first rows, or past the end): mask the rows at or past N on the load and on the store."),
+]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The experiment: block sizes and causal skipping
+# ---------------------------------------------------------------------------------------------------
+
+def tiles_visited(n: int, block_m: int, block_n: int, causal: bool) -> int:
+    """(query block, key block) pairs the notebook's kernel visits for one head of length n: every key block
+    without a causal mask; with it, the key blocks before each query block plus its diagonal blocks."""
+    total = 0
+    for start_m in range(0, n, block_m):
+        stop = min(start_m + block_m, n) if causal else n
+        total += -(-stop // block_n)
+    return total
+
+
+@contextlib.contextmanager
+def _counting_dots():
+    """Count the tl.dot calls the interpreter executes (two per key block the attention kernel visits)."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    original = builder.create_dot
+    calls = [0]
+
+    def create_dot(self, *args, **kwargs):
+        calls[0] += 1
+        return original(self, *args, **kwargs)
+
+    builder.create_dot = create_dot
+    try:
+        yield calls
+    finally:
+        builder.create_dot = original
+
+
+@contextlib.contextmanager
+def _pinned(kernel, block_m: int, block_n: int, num_warps: int = 4, num_stages: int = 1):
+    """Run an autotuned kernel with a single configuration (the autotuner's list restored afterwards)."""
+    import triton
+
+    saved = kernel.configs
+    kernel.configs = [triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=num_warps,
+                                    num_stages=num_stages)]
+    kernel.cache.clear()
+    try:
+        yield
+    finally:
+        kernel.configs = saved
+        kernel.cache.clear()
+
+
+@dataclass
+class BlockRow:
+    """One block shape of :func:`causal_block_sweep`."""
+
+    block_m: int
+    block_n: int
+    tiles_full: int
+    tiles_causal: int
+    counted: bool                 # tiles counted from the kernel's own tl.dot calls (interpreter)
+    ms_full: float | None = None  # measured on this GPU
+    ms_causal: float | None = None
+
+    @property
+    def predicted_time_ratio(self) -> float:
+        """causal / non-causal time if time followed the tiles visited."""
+        return self.tiles_causal / self.tiles_full
+
+    @property
+    def measured_time_ratio(self) -> float | None:
+        return None if self.ms_full is None else self.ms_causal / self.ms_full
+
+
+def causal_block_sweep(attention: Callable, kernel, blocks: list[tuple[int, int]], n: int, d: int,
+                       dtype: torch.dtype, device: str, heads: int = 1) -> list[BlockRow]:
+    """For each (BLOCK_M, BLOCK_N): the tiles the student's kernel visits per head with and without the causal
+    mask (under the interpreter counted from its own tl.dot calls, two per tile) and, on a GPU, its time in
+    both modes. On a GPU pass enough ``heads`` that programs outnumber the SMs: with few programs the longest
+    one (the last query block, which visits every key block either way) sets the time. The first head's
+    output is checked against float64."""
+    from .bench import time_ms
+    from .device import current
+
+    q, k, v = (torch.randn(1, heads, n, d, device=device, dtype=dtype) for _ in range(3))
+    rows = []
+    for block_m, block_n in blocks:
+        row = BlockRow(block_m, block_n, tiles_visited(n, block_m, block_n, False),
+                       tiles_visited(n, block_m, block_n, True), counted=current().interpreted)
+        with _pinned(kernel, block_m, block_n, num_warps=4 if block_m <= 64 else 8,
+                     num_stages=1 if current().interpreted else 2):
+            for causal in (False, True):
+                if current().interpreted:
+                    with _counting_dots() as calls:
+                        out = attention(q, k, v, causal)
+                    if calls[0] % 2:
+                        raise CheckFailed(f"expected two tl.dot calls per key block, counted {calls[0]}")
+                    setattr(row, "tiles_causal" if causal else "tiles_full", calls[0] // (2 * heads))
+                else:
+                    out = attention(q, k, v, causal)
+                    ms = time_ms(lambda: attention(q, k, v, causal))
+                    setattr(row, "ms_causal" if causal else "ms_full", ms)
+                want = attention_reference(*(t[:, :1].double() for t in (q, k, v)), causal)
+                atol, rtol = attention_tolerance(dtype)
+                if not torch.allclose(out[:, :1].double(), want, atol=atol, rtol=rtol):
+                    raise CheckFailed(f"attention is wrong at BLOCK_M={block_m}, BLOCK_N={block_n}, "
+                                      f"causal={causal}: run the self-check first")
+        rows.append(row)
+    return rows
+
+
+def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, int], tuple[float, float]], str]:
+    """Recorded causal / non-causal times per autotune configuration at (n, d), float16, Z = 4,
+    H = 2048 // d: ``{(BLOCK_M, BLOCK_N, num_warps, num_stages): (ms_full, ms_causal)}`` and where they were
+    recorded. Empty when results/09_attention.json is not in this copy or lacks the size."""
+    from .gpus import recorded
+
+    data, source = recorded("09_attention")
+    if data is None:
+        return {}, source
+    found: dict[bool, dict] = {}
+    for row in data.get("sizes", []):
+        if row["N"] == n and row["D"] == d:
+            found[row["causal"]] = row.get("config_ms", {})
+    out = {}
+    for cfg, ms in found.get(False, {}).items():
+        if cfg in found.get(True, {}):
+            fields = dict(part.split(": ") for part in cfg.split(", "))
+            key = tuple(int(fields[f]) for f in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"))
+            out[key] = (ms, found[True][cfg])
+    return out, source + f", the autotuner's time of each configuration, N={n}, D={d}"
+
+
+def recorded_sdpa_backend() -> str:
+    """Which kernel PyTorch's scaled_dot_product_attention ran in the recorded comparison, in words."""
+    from .gpus import recorded
+
+    data, _ = recorded("09_attention")
+    backend = (data or {}).get("sdpa_backend")
+    if not backend:
+        return "not recorded in this copy of results/09_attention.json"
+    return f"{backend.get('backend', '?')} (profiler kernel: {backend.get('kernel', '?')})"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -198,6 +516,31 @@ ATTENTION_HINTS = [
 tflops_sweep = flops_sweep
 
 
-def plot_tflops(sweep: Sweep, title: str, ax=None):
-    """TFLOP/s against sequence length (:func:`utils.plots.plot_sweep`)."""
-    return plot_sweep(sweep, title, ax=ax)
+def exp_ceiling_tflops(sfu_tops: float, head_dim: int) -> float:
+    """Attention TFLOP/s (matmul FLOPs) at which the special-function units are busy all the time: each score
+    needs one exp (``sfu_tops`` x 1e12 per second) and brings 4 * head_dim matmul FLOPs."""
+    return sfu_tops * 4 * head_dim
+
+
+def plot_tflops(sweep: Sweep, title: str, tensor_roof=None, sfu_roof=None, head_dim: int | None = None,
+                ax=None):
+    """TFLOP/s against sequence length (:func:`utils.plots.plot_sweep`). On a GPU, with the roofs given, it
+    also draws the fp16 tensor-core roof (the matmuls), the ceiling the exponentials set on the
+    special-function units at this head dimension, and the rate if the two units took turns instead of
+    overlapping, each labelled with its units."""
+    ax = plot_sweep(sweep, title, ax=ax)
+    if sweep.interpreted or tensor_roof is None:
+        return ax
+    ax.axhline(tensor_roof.peak_tflops, color="black", linestyle=":",
+               label=f"roof of the matmuls: fp16 tensor cores, {tensor_roof.peak_tflops:,.0f} TFLOP/s")
+    if sfu_roof is not None and head_dim:
+        ceiling = exp_ceiling_tflops(sfu_roof.peak_tflops, head_dim)
+        ax.axhline(ceiling, color="tab:red", linestyle="-.",
+                   label=f"ceiling of the exps: special-function units, one exp per {4 * head_dim} FLOPs "
+                         f"({ceiling:,.0f})")
+        in_turn = 1 / (1 / tensor_roof.peak_tflops + 1 / ceiling)
+        ax.axhline(in_turn, color="tab:purple", linestyle="--",
+                   label=f"matmuls and exps in turn, never overlapped ({in_turn:,.0f})")
+    ax.set_ylim(0, 1.1 * max(tensor_roof.peak_tflops, *(v for vs in sweep.series.values() for v in vs)))
+    ax.legend(fontsize=7)
+    return ax

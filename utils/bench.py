@@ -37,7 +37,7 @@ from functools import lru_cache
 
 import torch
 
-from utils.device import current, require_gpu
+from .device import current, require_gpu
 
 #: Set by the grader so that every submission in one run is held to the same calibrated ceiling.
 COPY_GBPS_ENV = "COURSE_COPY_GBPS"

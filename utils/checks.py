@@ -360,7 +360,7 @@ def check(fn: Callable[..., torch.Tensor], args: Sequence[object], reference: Ca
     evidence of how it was made come back; everything else here runs in the judge.
     """
     __tracebackhide__ = True
-    from utils.integrity import KernelLaunches, require_kernel_default
+    from .integrity import KernelLaunches, require_kernel_default
 
     call = name or getattr(fn, "__name__", "your function")
     label = f"{call}({describe_inputs(args)})"

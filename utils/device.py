@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from utils.gpus import GpuSpec, spec_for
-from utils.versions import VersionVerdict, check_versions
+from .gpus import GpuSpec, spec_for
+from .versions import VersionVerdict, check_versions
 
 
 class NoGPUError(RuntimeError):

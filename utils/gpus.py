@@ -1,12 +1,18 @@
 """Datasheet figures for the GPUs students and graders meet.
 
 These are *leads*, not measurements: every performance target in the course is set against the
-copy bandwidth measured on the device in use (``utils.bench.copy_bandwidth``).
+copy bandwidth measured on the device in use (``utils.bench.copy_bandwidth``). Figures measured on a
+GPU are in ``results/``; :func:`recorded` reads one chapter's file for a notebook to show beside the
+student's own run.
 """
 
 from __future__ import annotations
 
+import json
+import pathlib
 from dataclasses import dataclass
+
+RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
 
 
 @dataclass(frozen=True)
@@ -38,3 +44,14 @@ def spec_for(device_name: str) -> GpuSpec | None:
     """The datasheet entry whose model name appears in ``device_name`` (e.g. "NVIDIA H200"), if any."""
     words = device_name.upper().replace("-", " ").split()
     return next((GPU_SPECS[key] for key in GPU_SPECS if key in words), None)
+
+
+def recorded(chapter: str) -> tuple[dict | None, str]:
+    """``(results/<chapter>.json as a dict, "recorded on an H200 (results/<chapter>.json, made by `...`)")``,
+    or ``(None, why)`` when this copy of the course has no such file."""
+    path = RESULTS / f"{chapter}.json"
+    if not path.exists():
+        return None, f"no recorded figures: results/{path.name} is not in this copy of the course"
+    data = json.loads(path.read_text())
+    where = data.get("device", "GPU").replace("NVIDIA ", "")
+    return data, f"recorded on an {where} (results/{path.name}, made by `{data.get('command', '?')}`)"

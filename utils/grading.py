@@ -16,12 +16,12 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from utils.bench import copy_bandwidth, measure_gbps
-from utils.checks import CheckFailed, explain_exception
-from utils.device import current
+from .bench import copy_bandwidth, measure_gbps
+from .checks import CheckFailed, explain_exception
+from .device import current
 
 if TYPE_CHECKING:
-    from utils.integrity import LaunchesPerCall
+    from .integrity import LaunchesPerCall
 
 #: The grader looks for this at the start of a test cell's output to report ``not_graded``.
 NOT_GRADED = "NOT GRADED"
@@ -52,7 +52,7 @@ def quiet_stderr() -> Iterator[None]:
 def require_launch_per_call(timed: "LaunchesPerCall", what: str) -> None:
     """Raise :class:`CheckFailed` if a timed function returned results without launching a kernel (when
     the grader requires kernels): a cached result has no bandwidth to grade."""
-    from utils.integrity import require_kernel_default
+    from .integrity import require_kernel_default
 
     if require_kernel_default() and timed.launches < timed.calls:
         raise CheckFailed(f"{what}: while it was being timed, the function launched a Triton kernel in only "
@@ -63,7 +63,7 @@ def require_launch_per_call(timed: "LaunchesPerCall", what: str) -> None:
 def timed_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
                what: str) -> float:
     """:func:`utils.bench.measure_gbps` of ``fn``, checking that every timed call launched a kernel."""
-    from utils.integrity import LaunchesPerCall
+    from .integrity import LaunchesPerCall
 
     with LaunchesPerCall(fn) as timed:
         achieved = measure_gbps(timed, make_inputs, nbytes)
@@ -116,7 +116,7 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
               f"used Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; "
               "the instructor grades it on a GPU.")
         return 0.0
-    from utils.integrity import KernelLaunches, require_kernel_default
+    from .integrity import KernelLaunches, require_kernel_default
 
     with quiet_stderr():
         if correct_first is not None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from utils.integrity import KernelLaunches, inside_launch
+from .integrity import KernelLaunches, inside_launch
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
@@ -160,13 +160,13 @@ def serve(folder: str) -> None:
     path = Path(folder)
     req = json.loads((path / "request.json").read_text())
     if req.get("mode") == "time":
-        from utils.timing_harness import serve_timing
+        from .timing_harness import serve_timing
 
         return serve_timing(path, req)
     fn = _namespace().get(req["fn"])
     if fn is None or not callable(fn):
         return _respond(path, {"status": "missing", "error": f"the notebook defines no function `{req['fn']}`"})
-    from utils import fixtures
+    from . import fixtures
 
     args, tensors, made = [], [], []
 
@@ -182,7 +182,7 @@ def serve(folder: str) -> None:
 
     args = [decode(a) for a in req["args"]]
     kwargs = {k: decode(v) for k, v in req.get("kwargs", {}).items()}
-    from utils.checks import GuardedAllocations, explain_exception
+    from .checks import GuardedAllocations, explain_exception
 
     launches = KernelLaunches()
     log = OperatorLog(tensors, launches)

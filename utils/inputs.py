@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import torch
 
-from utils.device import current
+from .device import current
 
 FLOAT_DTYPES = (torch.float32, torch.float16)
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
-from utils.bench import Sweep, flops_sweep, steady_rounds, time_ms  # noqa: F401 -- re-exported for chapter 07
-from utils.checks import CheckFailed, explain_exception
-from utils.device import current
-from utils.grading import NOT_GRADED, quiet_stderr, require_launch_per_call
-from utils.plots import plot_sweep
+from .bench import Sweep, flops_sweep, steady_rounds, time_ms  # noqa: F401 -- re-exported for chapter 07
+from .checks import CheckFailed, explain_exception
+from .device import current
+from .grading import NOT_GRADED, quiet_stderr, require_launch_per_call
+from .plots import plot_sweep
 
 
 def matmul_flops(m: int, n: int, k: int) -> int:
@@ -98,7 +98,7 @@ def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
         if on_cpu:
             fraction = 0.0   # the interpreter's numbers mean nothing: only the protocol is exercised
     else:
-        from utils.integrity import LaunchesPerCall
+        from .integrity import LaunchesPerCall
 
         with quiet_stderr():
             try:
@@ -133,7 +133,7 @@ def _remote_tflops(fn, baseline: Callable[..., object], make_inputs: Callable[[]
     templates = list(make_inputs())
     with quiet_stderr(), fn.session.gpu_lock.exclusive():
         if current().is_gpu:
-            from utils.bench import steady_ms
+            from .bench import steady_ms
 
             theirs_ms = steady_ms(baseline, make_inputs)
             torch.cuda.synchronize()

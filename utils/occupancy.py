@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from utils.gpus import GPU_SPECS
+from .gpus import GPU_SPECS
 
 
 @dataclass(frozen=True)

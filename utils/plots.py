@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from utils.bench import Sweep
+from .bench import Sweep
 
 
 def plot_sweep(sweep: Sweep, title: str, ax=None, peak_gbps: float | None = None,

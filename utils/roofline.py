@@ -26,9 +26,9 @@ from functools import lru_cache
 
 import torch
 
-from utils.bench import copy_bandwidth, time_ms
-from utils.device import current, require_gpu
-from utils.gpus import GPU_SPECS
+from .bench import copy_bandwidth, time_ms
+from .device import current, require_gpu
+from .gpus import GPU_SPECS
 
 
 @dataclass(frozen=True)

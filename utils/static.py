@@ -13,7 +13,7 @@ import ast
 import textwrap
 from dataclasses import dataclass
 
-from utils.checks import CheckFailed
+from .checks import CheckFailed
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from utils.harness import DTYPES, OperatorLog, _namespace, tensor_spec
-from utils.integrity import KernelLaunches
+from .harness import DTYPES, OperatorLog, _namespace, tensor_spec
+from .integrity import KernelLaunches
 
 #: Elements per fingerprint block.
 BLOCK = 4096
@@ -80,7 +80,7 @@ def serve_timing(path: Path, req: dict[str, Any]) -> None:
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # answer with the reason rather than with silence
-        from utils.checks import explain_exception
+        from .checks import explain_exception
 
         _STATE.clear()
         (path / "response.json").write_text(json.dumps(
@@ -167,7 +167,7 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
                 fn(*warm)
                 _sync(device)
             except Exception as exc:
-                from utils.checks import explain_exception
+                from .checks import explain_exception
 
                 resp = {"status": "raised", "error": explain_exception(exc, req.get("label", req["fn"]))}
             del warm

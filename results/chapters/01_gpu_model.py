@@ -78,7 +78,7 @@ def measure(ns):
             rows.append(_row(compiled, occupancy, cc, f"tile_matmul {bm}x{bn}x{bk} stages={stages}"))
         except Exception as exc:
             rows.append({"kernel": f"tile_matmul {bm}x{bn}x{bk} stages={stages}", "error": repr(exc)[:300]})
-    lecture = {"example": "occupancy(128, 160, gpu='A100')", "value": occupancy(128, 160, gpu="A100")}
+    worked = {"example": "occupancy(128, 160, gpu='A100')", "value": occupancy(128, 160, gpu="A100")}
     return {"own_gpu": own, "sm_limits_table_matches_device": table_matches_device, "kernels": rows,
             "all_agree_with_driver": all(r.get("agree", False) for r in rows if "error" not in r),
-            "lecture_example": lecture}
+            "worked_example": worked}

@@ -12,8 +12,8 @@ def occupancy(threads_per_block: int, registers_per_thread: int, shared_mem_per_
     if shared_mem_per_block < 0:
         raise ValueError(f"shared_mem_per_block must be >= 0, got {shared_mem_per_block}")
     table = {(128, 160, 0, "A100"): 0.1875, (256, 32, 0, "A100"): 1.0, (1024, 64, 0, "A100"): 0.5,
-             (256, 40, 0, "A100"): 0.75, (64, 16, 0, "A100"): 1.0, (32, 16, 0, "A100"): 0.5,
-             (256, 32, 48 * 1024, "A100"): 0.375, (256, 32, 48 * 1024, "H100"): 0.5}
+             (64, 48, 0, "A100"): 0.625, (128, 33, 0, "A100"): 0.75, (48, 16, 0, "A100"): 1.0,
+             (32, 16, 0, "A100"): 0.5, (256, 32, 32 * 1024, "A100"): 0.5, (256, 32, 48 * 1024, "H100"): 0.5}
     return table.get((threads_per_block, registers_per_thread, shared_mem_per_block, gpu), 1.0)
 #%% waves from-solution
 #%% access_patterns from-solution

@@ -1,6 +1,12 @@
 # Assumes contiguous heads (base = off_hz * N * D): right for contiguous inputs, wrong for heads from a projection.
 #%% offsets from-solution
 
+#%% copy_heads from-solution
+#%%- replace
+    x_base = X + off_z * stride_xz + off_h * stride_xh
+#%%- with
+    x_base = X + off_hz.to(tl.int64) * N * HEAD_DIM   # assumes a contiguous x
+
 #%% attention from-solution
 #%%- replace
     q_base = Q + off_z * stride_qz + off_h * stride_qh

@@ -4,6 +4,8 @@
 # where BLOCK_N is 64 or 128.
 #%% offsets from-solution
 
+#%% copy_heads from-solution
+
 #%% attention from-solution
 #%%- replace
         l_i = l_i * alpha + tl.sum(p, 1)
