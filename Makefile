@@ -1,7 +1,7 @@
 # The two commands of the README, and the steps they are made of.
 #   make demo   install everything, then run the instructor's job end to end on the example submissions
 #   make test   install everything (and Chromium for the browser test), then run the full test suite
-#               (what .ci/run and GitHub Actions run)
+#               and the range check (make test-range) (what .ci/run and GitHub Actions run)
 # On a machine with an NVIDIA GPU the install takes requirements/gpu.txt (CUDA torch), otherwise
 # requirements/cpu.txt with its lock (CPU torch; kernels run in Triton's interpreter).
 
@@ -18,11 +18,13 @@ PYTEST_ARGS ?=
 CHROMIUM ?= $(or $(COURSE_CHROMIUM),/usr/bin/chromium)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install browser sandbox demo test release check-release clean
+.PHONY: install browser sandbox demo test test-range release check-release clean
 
 $(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/gpu.txt requirements/cpu.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(PINS)
+	@# the checkout's editable install was once named like the student wheel: pip would take it for the wheel
+	-$(PY) -m pip uninstall --quiet --yes triton-kernels-course >/dev/null 2>&1
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
@@ -45,6 +47,14 @@ demo: install sandbox
 
 test: install browser sandbox
 	COURSE_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadgroup --timeout 1800 $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-range
+
+# The ends of the tested range: the chapters' hidden tests (pytest -k range_check) with the oldest Triton and
+# with requirements/gpu.txt's pairing, each with its NumPy, in venvs under $(VENV)/range (the suite above
+# runs the newest). TRITON:NUMPY pairs; tests/test_packaging.py checks they cover the pins and the range.
+RANGE_PAIRS ?= 3.5.1:2.4.6 3.6.0:2.2.6
+test-range: install
+	$(PY) packaging/check_range.py $(RANGE_PAIRS) --venvs $(VENV)/range --pytest-args "-n 2 --timeout 900"
 
 release: install
 	$(PY) -m grader release

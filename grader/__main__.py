@@ -166,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--workers", type=int, default=2)
     d.set_defaults(fn=cmd_demo)
 
+    from grader.course_config import add_parser as add_config_parser
+
+    add_config_parser(sub)  # python -m grader config --check | --apply: notebooks and docs from course.toml
+
     args = p.parse_args(argv)
     return args.fn(args)
 

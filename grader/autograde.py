@@ -48,7 +48,7 @@ from grader.repair import meta as _meta
 from grader.repair import repair_notebook
 from grader.judge import Seed
 from grader.results import GradeRecord
-from utils.grading import NOT_GRADED
+from triton_course.grading import NOT_GRADED
 
 #: Wall-clock limit for one submission (all its cells together), seconds.
 SUBMISSION_TIMEOUT_S = 30 * 60
@@ -333,9 +333,9 @@ def calibrate_gpus() -> list[str]:
     """Copy bandwidth (GB/s, as text) of every visible GPU, measured in a child process; [] without one."""
     if os.environ.get("COURSE_COPY_GBPS"):
         return [os.environ["COURSE_COPY_GBPS"]]
-    code = ("import utils, sys, torch\n"
-            "if utils.current().interpreted: sys.exit(3)\n"
-            "from utils.bench import copy_bandwidth\n"
+    code = ("import triton_course, sys, torch\n"
+            "if triton_course.current().interpreted: sys.exit(3)\n"
+            "from triton_course.bench import copy_bandwidth\n"
             "for i in range(torch.cuda.device_count()):\n"
             "    torch.cuda.set_device(i); copy_bandwidth.cache_clear(); print('GBPS', copy_bandwidth())\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from utils.links import CHAPTERS
+from triton_course.links import CHAPTERS
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+
+def course_root() -> Path:
+    """The course directory: ``$COURSE_ROOT`` if set; else the checkout this package lies in; else (the
+    grader installed from its wheel) the working folder, an instructor's repository holding ``solutions/``."""
+    if os.environ.get("COURSE_ROOT"):
+        return Path(os.environ["COURSE_ROOT"]).resolve()
+    checkout = Path(__file__).resolve().parent.parent
+    return checkout if (checkout / "solutions").is_dir() else Path.cwd().resolve()
+
+
+REPO_ROOT = course_root()
 SOLUTIONS = REPO_ROOT / "solutions"
 NOTEBOOKS = REPO_ROOT / "notebooks"
 EXAMPLE_SUBMISSIONS = REPO_ROOT / "tests" / "submissions"

@@ -6,7 +6,7 @@ run here, in the judge.
 
 * **The student's cells** (every cell that is not a graded test) run in a Jupyter kernel inside the
   sandbox of :mod:`grader.sandbox` (bubblewrap: no network, read-only system, nothing of the course but
-  ``utils/``), started by :class:`SandboxedKernelManager`. Their outputs are kept for the feedback, cut at
+  ``triton_course/``), started by :class:`SandboxedKernelManager`. Their outputs are kept for the feedback, cut at
   :attr:`CourseExecute.max_output_bytes` per cell.
 * **The graded test cells** never reach the kernel. Their source (restored from the gradebook by
   nbgrader, so never the student's) runs in this process with :func:`grader.judge.run_test_cell`, in the
@@ -127,7 +127,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 class KernelTransport:
-    """Runs :func:`utils.harness.serve` in the kernel of a :class:`CourseExecute`, for the judge."""
+    """Runs :func:`triton_course.harness.serve` in the kernel of a :class:`CourseExecute`, for the judge."""
 
     def __init__(self, executor: "CourseExecute", exchange: Path, device: str, uid: int | None):
         self.executor = executor
@@ -143,7 +143,7 @@ class KernelTransport:
         from grader.judge import StudentCrashed, StudentTimeout
 
         ex = self.executor
-        code = f"import utils.harness as _course_harness\n_course_harness.serve({str(folder)!r})\ndel _course_harness"
+        code = f"import triton_course.harness as _course_harness\n_course_harness.serve({str(folder)!r})\ndel _course_harness"
         saved = ex.timeout
         ex.timeout = int(timeout_s)
         try:

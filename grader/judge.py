@@ -3,9 +3,9 @@ for outputs.
 
 The hidden test cells of the *source* notebook (restored by nbgrader, never taken from the submission)
 are executed here, in a namespace built from trusted code only: the cells of the source notebook tagged
-``judge`` (the chapter's references, hints, tolerances and input makers), the course's ``utils`` as the
+``judge`` (the chapter's references, hints, tolerances and input makers), the course's ``triton_course`` as the
 grader has it, and one proxy per graded function (:class:`StudentFunction`). Calling a proxy sends the
-arguments as bytes to :func:`utils.harness.serve` in the student's kernel and reads back the output, the
+arguments as bytes to :func:`triton_course.harness.serve` in the student's kernel and reads back the output, the
 arguments after the call and evidence about the call. So:
 
 * inputs are made here, from a secret per-run seed (:class:`Seed`) that never leaves this process: each
@@ -36,8 +36,8 @@ from typing import Any
 import torch
 
 from grader.gpu_lock import GpuLock
-from utils.checks import CheckFailed, GuardedTensor
-from utils.harness import DTYPES, PLAIN, load_tensor
+from triton_course.checks import CheckFailed, GuardedTensor
+from triton_course.harness import DTYPES, PLAIN, load_tensor
 
 # ---------------------------------------------------------------------------------------------------
 # The secret seed
@@ -127,7 +127,7 @@ class StudentTimeout(Exception):
 
 
 class Transport:
-    """How a request reaches :func:`utils.harness.serve`: ``run(folder)`` returns when it has answered."""
+    """How a request reaches :func:`triton_course.harness.serve`: ``run(folder)`` returns when it has answered."""
 
     exchange: Path
     device: str = "cpu"
@@ -150,7 +150,7 @@ class InProcessTransport(Transport):
         import sys
         import types
 
-        from utils import harness
+        from triton_course import harness
 
         main = types.ModuleType("__main__")
         main.__dict__.update(self.namespace)
@@ -224,11 +224,11 @@ class JudgeSession:
         """Run the source notebook's ``judge`` cells here; bind the graded functions to proxies.
 
         Returns problems (a judge cell that failed: a bug of the course, reported, never the student's)."""
-        import utils
-        from utils.device import current
+        import triton_course
+        from triton_course.device import current
 
         ns: dict[str, Any] = {"__name__": "__judge__", "torch": torch, "device": current(),
-                              "student": Student(self), "utils": utils}
+                              "student": Student(self), "triton_course": triton_course}
         for name in graded_functions:
             ns[name] = StudentFunction(self, name)
         problems = []
@@ -241,7 +241,7 @@ class JudgeSession:
                 problems.append(f"judge cell {i}: {type(exc).__name__}: {exc}")
         for name in graded_functions:  # a judge cell must not replace a proxy
             ns[name] = StudentFunction(self, name)
-        from utils.static import KernelSource
+        from triton_course.static import KernelSource
 
         for name, src in (kernels or {}).items():  # kernels as source text, for static checks only
             ns[name] = KernelSource(name, src)
@@ -280,13 +280,13 @@ class JudgeSession:
 
     def _encode(self, value: Any, folder: Path, name: str, sent: list[torch.Tensor]) -> dict[str, Any]:
         if isinstance(value, torch.Tensor):
-            from utils.harness import tensor_spec
+            from triton_course.harness import tensor_spec
 
             spec = tensor_spec(value, folder, name)
             spec["device"] = self.transport.device
             sent.append(value)
             return spec
-        from utils.fixtures import Fixture
+        from triton_course.fixtures import Fixture
 
         if isinstance(value, Fixture):
             self._fixtures.append(value)

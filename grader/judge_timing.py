@@ -1,4 +1,4 @@
-"""Speed points, decided by the judge on verified work (the judge's end of :mod:`utils.timing_harness`).
+"""Speed points, decided by the judge on verified work (the judge's end of :mod:`triton_course.timing_harness`).
 
 One timed round of a student's function:
 
@@ -15,7 +15,7 @@ One timed round of a student's function:
    between two requests, and a timed loop lasts tens of milliseconds or more. A disagreement is
    reported and earns nothing.
 3. **Every timed output checked.** After the loop the judge sends a challenge key, never seen before,
-   and the kernel answers with block fingerprints of *every* output (:func:`utils.timing_harness.fingerprints`)
+   and the kernel answers with block fingerprints of *every* output (:func:`triton_course.timing_harness.fingerprints`)
    and one whole output, picked by the judge. The judge re-draws the inputs from the same keys, computes
    the reference in float64 and compares: the whole output element by element, every fingerprint within
    the bound that the element tolerances imply. A skipped, cached, stale or wrong call fails here.
@@ -35,9 +35,9 @@ from typing import Any
 import torch
 
 from grader.judge import JudgeSession, StudentFunction, work_problems
-from utils.checks import CheckFailed, compare, describe
-from utils.harness import NAMES, load_tensor
-from utils.timing_harness import BLOCK, build_args, fingerprints
+from triton_course.checks import CheckFailed, compare, describe
+from triton_course.harness import NAMES, load_tensor
+from triton_course.timing_harness import BLOCK, build_args, fingerprints
 
 CLOCK_TOLERANCE = 0.05
 CLOCK_SLACK_MS = 2.0
@@ -214,7 +214,7 @@ def _verify(session: JudgeSession, name: str, specs: list[dict[str, Any]], keys:
             if tuple(got.shape) != tuple(expected.shape):
                 raise CheckFailed(f"{what}: timed call {i + 1} returned shape {tuple(got.shape)}, expected "
                                   f"{tuple(expected.shape)}")
-            # the same rule as utils.checks.compare, on the judge's device; the detailed (CPU) report only on failure
+            # the same rule as triton_course.checks.compare, on the judge's device; the detailed (CPU) report only on failure
             g = got.to(judge_device, torch.float64).reshape(-1)
             e = expected.reshape(-1)
             close = ((g - e).abs() <= atol + rtol * e.abs()) | (g == e) | (torch.isnan(g) & torch.isnan(e))
@@ -265,7 +265,7 @@ def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any
 
     best = gbps(best_verified_ms(fn, templates, reference, tolerances, what=what,
                                  good_enough=lambda ms: gbps(ms) >= fraction * ceiling))
-    from utils.grading import bandwidth_verdict
+    from triton_course.grading import bandwidth_verdict
 
     return float(points), bandwidth_verdict(best, fraction, ceiling, what)
 

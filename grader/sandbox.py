@@ -3,7 +3,7 @@
 A submission runs as a Jupyter kernel inside ``bwrap``. What the kernel sees is built from nothing:
 
 * read-only: the system (``/usr``, ``/lib*``, ``/bin``, ``/etc``), the Python installation and virtual
-  environment the grader runs in, and a copy of the course's ``utils/`` package (nothing else of the
+  environment the grader runs in, and a copy of the course's ``triton_course/`` package (nothing else of the
   course: no ``solutions/``, no ``grader/``, no tests, no gradebook, no other submission, no output folder);
 * writable: a private ``/tmp`` and ``HOME`` (empty tmpfs), and one exchange folder through which the
   judge sends inputs and reads outputs (and the kernel's ZeroMQ sockets live, as ``ipc`` transport),
@@ -146,11 +146,12 @@ class Sandbox:
             shutil.rmtree(self.staging)
         self.course.mkdir(parents=True)
         self.exchange.mkdir()
-        shutil.copytree(REPO_ROOT / "utils", self.course / "utils",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        from triton_course.links import copy_helpers  # the helpers the grader imports: a checkout's, or the wheel's
+
+        helpers = copy_helpers(self.course)
         # compiled here, by the grader: the sandbox cannot write next to its read-only copy, and would
         # otherwise compile every module again on each import of each kernel
-        compileall.compile_dir(self.course / "utils", quiet=1, workers=1)
+        compileall.compile_dir(helpers, quiet=1, workers=1)
         for p in (self.staging, self.course):
             os.chmod(p, 0o755)
         for p in self.course.rglob("*"):

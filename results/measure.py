@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-import utils  # noqa: E402
+import triton_course  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
-from utils.bench import METHOD, copy_bandwidth  # noqa: E402
+from triton_course.bench import METHOD, copy_bandwidth  # noqa: E402
 
 
 def measure_chapter(chapter: str) -> dict[str, object]:
@@ -34,7 +34,7 @@ def measure_chapter(chapter: str) -> dict[str, object]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     ns = load_namespace(solution_notebook(chapter))
-    device = utils.current()
+    device = triton_course.current()
     record = {
         "chapter": chapter,
         "command": f"python results/measure.py {chapter}",
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapters", nargs="+")
     p.add_argument("--out", default=str(ROOT / "results"))
     args = p.parse_args(argv)
-    if utils.current().interpreted:
+    if triton_course.current().interpreted:
         print("results/measure.py needs a CUDA GPU: these numbers are GPU claims", file=sys.stderr)
         return 2
     out = Path(args.out)

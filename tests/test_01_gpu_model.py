@@ -11,9 +11,9 @@ from grader.course import solution_notebook
 from grader.examples import build_submissions
 from grader.notebook_code import exec_cell, load_namespace
 from tests.conftest import run_with_answers
-from utils.checks import CheckFailed
-from utils.gpus import GPU_SPECS, recorded
-from utils.occupancy import LIMITS, sm_limits
+from triton_course.checks import CheckFailed
+from triton_course.gpus import GPU_SPECS, recorded
+from triton_course.occupancy import LIMITS, sm_limits
 
 CHAPTER = "01_gpu_model"
 

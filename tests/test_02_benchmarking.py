@@ -14,8 +14,8 @@ from grader.course import solution_notebook
 from grader.examples import build_submissions
 from grader.notebook_code import exec_cell, load_namespace
 from tests.conftest import run_with_answers
-from utils.checks import CheckFailed
-from utils.ladder import working_set_sweep
+from triton_course.checks import CheckFailed
+from triton_course.ladder import working_set_sweep
 
 CHAPTER = "02_benchmarking"
 
@@ -148,7 +148,7 @@ def test_eager_traffic_matches_the_formula(ns):
 
 
 def test_examples_fail_for_the_right_reason():
-    """Each answer file against the hidden tests, run by the judge (callables are utils.fixtures)."""
+    """Each answer file against the hidden tests, run by the judge (callables are triton_course.fixtures)."""
     ada = run_with_answers(CHAPTER, "ada_correct")
     assert set(ada) == {"test_benchmark_calls", "test_benchmark_timing", "test_benchmark_gpu", "test_gelu_traffic"}
     assert all(v == "passed" for v in ada.values()), ada  # test_benchmark_gpu: NOT GRADED on the CPU

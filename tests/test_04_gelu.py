@@ -82,7 +82,7 @@ def _timed_bandwidth_test(student: str, small: int, threshold: int | None = None
     from grader.judge import InProcessTransport, JudgeSession, Seed, run_test_cell
 
     class SmallKeys(Seed):
-        # utils.timing_harness.build_args seeds torch.Generator with key * 31 + j, which overflows the
+        # triton_course.timing_harness.build_args seeds torch.Generator with key * 31 + j, which overflows the
         # generator's 64 bits for most 63-bit keys ("Overflow when unpacking long long"): keep keys small
         # until the harness reduces its seeds.
         def key(self, *parts: object) -> int:

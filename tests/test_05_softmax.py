@@ -17,8 +17,8 @@ import torch
 from grader.autograde import find_submissions, grade_all
 from grader.examples import build_submissions
 from tests.conftest import ROOT, run_with_answers
-from utils.checks import CheckFailed, check
-from utils.softmax import HINTS, reference, strided_rows, tolerance, tolerance_rounded_once, with_neg_inf
+from triton_course.checks import CheckFailed, check
+from triton_course.softmax import HINTS, reference, strided_rows, tolerance, tolerance_rounded_once, with_neg_inf
 
 CHAPTER = "05_softmax"
 TESTS = {"test_softmax_shapes", "test_softmax_large_values", "test_softmax_neg_inf", "test_softmax_fp16",
@@ -207,7 +207,7 @@ def test_recorded_gpu_figures_back_the_claims():
     assert all(row["reference_gbps"] > row["torch_softmax_gbps"] for row in r["sizes"])
 
 
-# Every hint of utils.softmax, by a phrase only it contains, beside a mistake that shows its symptom.
+# Every hint of triton_course.softmax, by a phrase only it contains, beside a mistake that shows its symptom.
 _HINT_PHRASES = {
     "overflow": "did you subtract the row max",
     "nan_in_neg_inf_rows": "NaN in rows containing -inf",
@@ -287,10 +287,10 @@ def test_every_hint_has_a_mistake_here():
 
 
 def test_roofline_offers_the_units_a_row_kernel_runs_on():
-    """utils.roofline: softmax and norms are drawn under the FP32 or special-function roof, matmuls keep the
+    """triton_course.roofline: softmax and norms are drawn under the FP32 or special-function roof, matmuls keep the
     tensor-core default, and a unit it does not know is refused with the choices."""
-    from utils.gpus import GPU_SPECS
-    from utils.roofline import datasheet_roof, device_roof
+    from triton_course.gpus import GPU_SPECS
+    from triton_course.roofline import datasheet_roof, device_roof
 
     h200, t4 = GPU_SPECS["H200"], GPU_SPECS["T4"]
     assert datasheet_roof("H200").peak_tflops == h200.fp16_tensor_tflops
@@ -305,7 +305,7 @@ def test_roofline_offers_the_units_a_row_kernel_runs_on():
 
 
 def test_recorded_launch_figures_are_read_by_shape():
-    from utils.softmax import recorded_launch_gbps
+    from triton_course.softmax import recorded_launch_gbps
 
     for chapter in ("05_softmax", "06_rmsnorm"):
         figures, source = recorded_launch_gbps(chapter, 4096)

@@ -86,7 +86,7 @@ def _judge_namespace() -> dict:
 
     from grader.course import solution_notebook
     from grader.execute import is_judge_cell
-    from utils.device import current
+    from triton_course.device import current
 
     ns = {"torch": torch, "device": current()}
     for cell in nbformat.read(solution_notebook(CHAPTER), as_version=4).cells:
@@ -141,7 +141,7 @@ def _mistakes():
 def test_each_hint_fires_on_its_mistake_and_stays_silent_on_the_others():
     import torch
 
-    from utils.checks import CheckFailed, check
+    from triton_course.checks import CheckFailed, check
 
     torch.manual_seed(0)
     ns = _judge_namespace()

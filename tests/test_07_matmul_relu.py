@@ -20,7 +20,7 @@ TESTS = {"test_ragged_sizes", "test_single_row_and_column", "test_transposed_vie
 
 
 def test_flop_helpers():
-    from utils.matmul import matmul_bytes, matmul_flops, tflops
+    from triton_course.matmul import matmul_bytes, matmul_flops, tflops
 
     assert matmul_flops(4096, 4096, 4096) == 2 * 4096**3
     assert matmul_bytes(3, 5, 7, 2) == (3 * 7 + 7 * 5 + 3 * 5) * 2
@@ -28,8 +28,8 @@ def test_flop_helpers():
 
 
 def test_speed_check_is_not_graded_without_a_gpu(capsys):
-    from utils.grading import NOT_GRADED
-    from utils.matmul import dot_uses_tensor_cores, tflops_points
+    from triton_course.grading import NOT_GRADED
+    from triton_course.matmul import dot_uses_tensor_cores, tflops_points
 
     assert not dot_uses_tensor_cores()
     called = []
@@ -158,7 +158,7 @@ def _narrow_seed_class():
     from grader.judge import Seed
 
     class NarrowSeed(Seed):
-        """55-bit keys: utils.timing_harness.build_args seeds a generator with ``key * 31 + j``, which
+        """55-bit keys: triton_course.timing_harness.build_args seeds a generator with ``key * 31 + j``, which
         overflows torch's 64-bit seed for the judge's 63-bit keys (reported to the lead)."""
 
         def key(self, *parts: object) -> int:
@@ -173,7 +173,7 @@ def _NarrowSeed():  # noqa: N802 -- reads as the class it builds
 
 def _speed(ns: dict, session, **kwargs) -> float:
     from grader.judge import StudentFunction
-    from utils.matmul import matmul_flops, tflops_points
+    from triton_course.matmul import matmul_flops, tflops_points
 
     return tflops_points(StudentFunction(session, "matmul_relu"), ns["torch_relu_matmul"],
                          lambda: ns["make"](70, 50, 96), matmul_flops(70, 50, 96), fraction=0.75, points=2,
@@ -184,8 +184,8 @@ def _speed(ns: dict, session, **kwargs) -> float:
 def test_speed_check_through_the_judge_verifies_every_timed_output(tmp_path, monkeypatch, capsys):
     from grader.judge import InProcessTransport, JudgeSession
     from grader.judge_timing import TIME_ON_CPU_ENV
-    from utils.checks import CheckFailed
-    from utils.grading import NOT_GRADED
+    from triton_course.checks import CheckFailed
+    from triton_course.grading import NOT_GRADED
 
     ns = _notebook_namespace("ada_correct")
     checked = {"reference": ns["reference"], "tolerances": ns["matmul_tolerance"]}

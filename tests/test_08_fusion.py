@@ -8,8 +8,8 @@ import json
 import pytest
 
 from tests.conftest import ROOT, run_with_answers
-from utils.gpus import GPU_SPECS
-from utils.roofline import KernelPoint, Roof, datasheet_roof, device_roof, plot_roofline
+from triton_course.gpus import GPU_SPECS
+from triton_course.roofline import KernelPoint, Roof, datasheet_roof, device_roof, plot_roofline
 
 CHAPTER = "08_fusion"
 

@@ -22,10 +22,10 @@ from grader.course import solution_notebook
 from grader.examples import build_submissions
 from grader.notebook_code import load_namespace
 from tests.conftest import ROOT, run_with_answers
-from utils.attention import (ATTENTION_HINTS, COPY_HINTS, attention_reference, causal_block_sweep,
+from triton_course.attention import (ATTENTION_HINTS, COPY_HINTS, attention_reference, causal_block_sweep,
                              check_base_offset, check_row_offset, check_split, copy_reference, recorded_causal_ratios,
                              tiles_visited)
-from utils.checks import CheckFailed, check
+from triton_course.checks import CheckFailed, check
 
 CHAPTER = "09_attention"
 ATTENTION_TESTS = ["test_attention_one_batch", "test_attention_batches_and_heads", "test_attention_causal",
@@ -345,9 +345,9 @@ def test_the_benchmark_plot_names_the_roof_of_each_part():
     import matplotlib
 
     matplotlib.use("Agg")
-    from utils.attention import exp_ceiling_tflops, plot_tflops
-    from utils.bench import Sweep
-    from utils.roofline import datasheet_roof
+    from triton_course.attention import exp_ceiling_tflops, plot_tflops
+    from triton_course.bench import Sweep
+    from triton_course.roofline import datasheet_roof
 
     tensor, sfu = datasheet_roof("H200", "fp16_tensor"), datasheet_roof("H200", "sfu")
     gpu = Sweep([1024, 4096], "N", {"Triton attention": [300.0, 420.0]}, interpreted=False, unit="TFLOP/s")

@@ -6,7 +6,7 @@
   runs every cell from JupyterLab's *Run* menu, and checks in the page that the self-check printed its
   ``ok`` lines, that no cell failed and that the bandwidth plot rendered. Screenshots land in
   ``test-artefacts/browser/`` (the GitHub workflow uploads that folder).
-* :func:`test_setup_cell_finds_the_helpers` runs :data:`utils.bootstrap.SETUP_CELL` in a fresh kernel
+* :func:`test_setup_cell_finds_the_helpers` runs :data:`triton_course.bootstrap.SETUP_CELL` in a fresh kernel
   started outside this checkout, with the course helpers reachable in each of the three ways the cell
   knows: installed, found by walking up from the notebook's folder, and cloned from GitHub as on Colab
   and ModelScope (the clone is pointed at a local copy of this checkout: no network is used).
@@ -38,10 +38,10 @@ from nbclient import NotebookClient
 
 from grader.examples import apply_answers
 from tests.conftest import ROOT
-from utils.bootstrap import SETUP_CELL
-from utils.device import Device
-from utils.links import GITHUB_REPO
-from utils.versions import check_versions
+from triton_course.bootstrap import SETUP_CELL
+from triton_course.device import Device
+from triton_course.links import GITHUB_REPO
+from triton_course.versions import check_versions
 
 CHAPTER = "03_vector_add"
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
@@ -270,7 +270,7 @@ def _wait(condition, timeout: float, message: str) -> None:
 # ---------------------------------------------------------------------------------------------------
 
 #: Started as the kernel: hides the editable install of the course (and this checkout on sys.path), so
-#: that ``import utils`` fails until the setup cell has found the helpers by itself.
+#: that ``import triton_course`` fails until the setup cell has found the helpers by itself.
 _HIDDEN_KERNEL = '''\
 import sys
 root = {root!r}
@@ -284,7 +284,7 @@ kernelapp.launch_new_instance()
 
 _WHERE = textwrap.dedent("""\
     import importlib.util, sys
-    spec = importlib.util.find_spec("utils")
+    spec = importlib.util.find_spec("triton_course")
     print("BEFORE", spec.origin if spec else None)
 """)
 
@@ -317,7 +317,7 @@ def _run_setup_cell(cwd: Path, env: dict[str, str], hidden: bool, state: Path) -
     (kernels / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "test", "language": "python"}))
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(_WHERE), nbformat.v4.new_code_cell(SETUP_CELL),
-                nbformat.v4.new_code_cell('print("AFTER", utils.__file__, device.interpreted)')]
+                nbformat.v4.new_code_cell('print("AFTER", triton_course.__file__, device.interpreted)')]
     client = NotebookClient(nb, timeout=180, kernel_name="course-test", resources={"metadata": {"path": str(cwd)}})
     client.execute(env=env)
     out = "".join(o.get("text", "") for c in nb.cells for o in c.outputs if o.get("output_type") == "stream")
@@ -327,7 +327,7 @@ def _run_setup_cell(cwd: Path, env: dict[str, str], hidden: bool, state: Path) -
 @pytest.mark.parametrize("how", ["installed", "checkout", "clone"])
 @pytest.mark.timeout(300)
 def test_setup_cell_finds_the_helpers(how, tmp_path, monkeypatch):
-    """SETUP_CELL, run where a student runs it, finds ``utils`` and prints the environment summary."""
+    """SETUP_CELL, run where a student runs it, finds ``triton_course`` and prints the environment summary."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "TRITON_INTERPRET", "MPLBACKEND", "JUPYTER_PATH", "GIT_DIR")}
     home = tmp_path / "home"
@@ -337,16 +337,15 @@ def test_setup_cell_finds_the_helpers(how, tmp_path, monkeypatch):
     state = tmp_path / "jupyter"
     monkeypatch.setenv("JUPYTER_PATH", str(state))  # where the test's kernel spec is found
     env["JUPYTER_RUNTIME_DIR"] = str(state / "runtime")
-    # a stranger's `utils` on the path (many projects have one): the cell must not mistake it for ours
+    # a stranger's `triton_course` on the path (many projects have one): the cell must not mistake it for ours
     decoy = tmp_path / "decoy"
-    (decoy / "utils").mkdir(parents=True)
-    (decoy / "utils" / "__init__.py").write_text("")
+    (decoy / "triton_course").mkdir(parents=True)
+    (decoy / "triton_course" / "__init__.py").write_text("")
 
     if how == "installed":
-        # a folder far from any checkout; the course is importable as installed (pip install -e .)
+        # a folder far from any checkout; the course is importable as installed (make install: pip install -e .)
         cwd = tmp_path / "anywhere"
         cwd.mkdir()
-        env["PYTHONPATH"] = str(ROOT)  # harmless when the editable install is there, needed when it is not
         out = _run_setup_cell(cwd, env, hidden=False, state=state)
         expect_root = ROOT
     elif how == "checkout":
@@ -385,7 +384,7 @@ def test_setup_cell_finds_the_helpers(how, tmp_path, monkeypatch):
     if how == "installed":
         assert before.startswith("BEFORE ") and before != "BEFORE None", out
     else:
-        assert before in ("BEFORE None", f"BEFORE {decoy / 'utils' / '__init__.py'}"), \
+        assert before in ("BEFORE None", f"BEFORE {decoy / 'triton_course' / '__init__.py'}"), \
             f"the course helpers should be hidden before the setup cell runs: {before}"
     assert f"AFTER {expect_root / 'utils' / '__init__.py'} True" in out, out
     for row in ("device", "torch", "triton", "mode", "Triton interpreter (CPU)"):
@@ -426,7 +425,7 @@ def test_students_guide_quotes_the_setup_cell(monkeypatch):
     t4, cpu = blocks
     rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in t4.splitlines() if not line.startswith("NOTE"))
     monkeypatch.setattr(torch, "__version__", rows["torch"])
-    monkeypatch.setattr("utils.device._triton_version", lambda: rows["triton"])
+    monkeypatch.setattr("triton_course.device._triton_version", lambda: rows["triton"])
     monkeypatch.setattr("platform.python_version", lambda: rows["python"])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     versions = check_versions({"torch": rows["torch"], "triton": rows["triton"]})

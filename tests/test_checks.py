@@ -1,4 +1,4 @@
-"""utils.checks finds the mistakes students make, and says which; utils.inputs rejects bad input."""
+"""triton_course.checks finds the mistakes students make, and says which; triton_course.inputs rejects bad input."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import torch
 import triton
 import triton.language as tl
 
-import utils  # noqa: F401  -- turns the interpreter on before the kernels below are defined
-from utils.checks import CheckFailed, GuardedAllocations, Hint, check, guarded_copy, tolerance_for
-from utils.inputs import BadInputError, expect
+import triton_course  # noqa: F401  -- turns the interpreter on before the kernels below are defined
+from triton_course.checks import CheckFailed, GuardedAllocations, Hint, check, guarded_copy, tolerance_for
+from triton_course.inputs import BadInputError, expect
 
 
 @triton.jit
@@ -151,7 +151,7 @@ def test_expect_rejects_strided_last_dim_when_asked():
 
 
 def test_compiler_errors_are_explained_with_the_hint_for_their_cause():
-    from utils.checks import explain_exception
+    from triton_course.checks import explain_exception
 
     class CompilationError(Exception):
         pass

@@ -9,21 +9,21 @@ import sys
 import pytest
 import torch
 
-import utils
+import triton_course
 from tests.conftest import ROOT
-from utils.bench import bandwidth_sweep, copy_bandwidth, gbps, steady_ms, steady_rounds, tensor_bytes, time_ms
-from utils.gpus import spec_for
-from utils.grading import NOT_GRADED, bandwidth_points, quiet_stderr
+from triton_course.bench import bandwidth_sweep, copy_bandwidth, gbps, steady_ms, steady_rounds, tensor_bytes, time_ms
+from triton_course.gpus import spec_for
+from triton_course.grading import NOT_GRADED, bandwidth_points, quiet_stderr
 
 
 def test_interpreter_is_chosen_without_a_gpu():
     assert not torch.cuda.is_available(), "this suite is meant for machines without a GPU"
     assert os.environ["TRITON_INTERPRET"] == "1"
-    assert utils.current().interpreted and utils.current().torch_device.type == "cpu"
+    assert triton_course.current().interpreted and triton_course.current().torch_device.type == "cpu"
 
 
 def test_interpreter_is_set_before_the_first_kernel_in_a_fresh_process():
-    code = ("import utils, triton, triton.language as tl, torch\n"
+    code = ("import triton_course, triton, triton.language as tl, torch\n"
             "@triton.jit\n"
             "def k(p):\n    tl.store(p + tl.arange(0, 4), tl.arange(0, 4).to(tl.float32))\n"
             "t = torch.zeros(4); k[(1,)](t); print(t.tolist())")
@@ -34,12 +34,12 @@ def test_interpreter_is_set_before_the_first_kernel_in_a_fresh_process():
 
 
 def test_summary_names_versions_and_mode():
-    s = utils.current().summary()
+    s = triton_course.current().summary()
     assert torch.__version__ in s and "Triton interpreter" in s and "NOTE" in s
 
 
 def test_sizes_shrink_under_the_interpreter():
-    assert utils.current().pick(gpu=2**26, cpu=2**10) == 2**10
+    assert triton_course.current().pick(gpu=2**26, cpu=2**10) == 2**10
 
 
 @pytest.mark.parametrize("name, model", [("NVIDIA H200", "H200"), ("NVIDIA A100-SXM4-80GB", "A100"),
@@ -50,14 +50,14 @@ def test_datasheet_lookup(name, model):
 
 
 def test_timing_without_a_gpu_says_so():
-    with pytest.raises(utils.NoGPUError, match="needs a CUDA GPU"):
+    with pytest.raises(triton_course.NoGPUError, match="needs a CUDA GPU"):
         time_ms(lambda: None)
-    with pytest.raises(utils.NoGPUError, match="needs a CUDA GPU"):
+    with pytest.raises(triton_course.NoGPUError, match="needs a CUDA GPU"):
         steady_ms(torch.clone, lambda: (torch.randn(8),))
-    with pytest.raises(utils.NoGPUError, match="needs a CUDA GPU"):
+    with pytest.raises(triton_course.NoGPUError, match="needs a CUDA GPU"):
         steady_rounds({"a": torch.clone, "b": torch.clone}, lambda: (torch.randn(8),))
     copy_bandwidth.cache_clear()
-    with pytest.raises(utils.NoGPUError):
+    with pytest.raises(triton_course.NoGPUError):
         copy_bandwidth()
 
 
@@ -105,10 +105,10 @@ def test_bandwidth_points_are_only_for_a_correct_kernel(monkeypatch):
     results/gpu_autograde_03_vector_add.json)."""
     import dataclasses
 
-    import utils.grading as grading
-    from utils.checks import CheckFailed
+    import triton_course.grading as grading
+    from triton_course.checks import CheckFailed
 
-    gpu = dataclasses.replace(utils.current(), interpreted=False)
+    gpu = dataclasses.replace(triton_course.current(), interpreted=False)
     monkeypatch.setattr(grading, "current", lambda: gpu)
     monkeypatch.setattr(grading, "copy_bandwidth", lambda: 1000.0)
     monkeypatch.setattr(grading, "measure_gbps", lambda fn, make, nbytes: 900.0)

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 import torch
 
-import utils  # noqa: F401  (interpreter on)
+import triton_course  # noqa: F401  (interpreter on)
 import triton
 import triton.language as tl
 
@@ -20,8 +20,8 @@ from grader.course import EXAMPLE_SUBMISSIONS, student_notebook
 from grader.examples import apply_answers, parse_answers
 from grader.feedback import PLACEHOLDER, hide_hidden_regions
 from tests.safety.transforms import TRANSFORMS
-from utils import integrity
-from utils.checks import CheckFailed, check
+from triton_course import integrity
+from triton_course.checks import CheckFailed, check
 
 A = "03_vector_add"
 
@@ -51,7 +51,7 @@ def test_kernel_launches_are_counted():
 def test_a_timed_function_that_skips_its_launch_is_caught(monkeypatch):
     """The performance checks time a function many times on a few input sets; one that caches its result
     and launches nothing on repeated calls must not be graded on the speed of its cache."""
-    from utils.grading import require_launch_per_call
+    from triton_course.grading import require_launch_per_call
 
     cache = {}
 

@@ -14,7 +14,7 @@ import triton.language as tl
 
 from grader.judge import InProcessTransport, JudgeSession, Seed, StudentFunction, work_problems
 from grader.judge_timing import MAX_ROUNDS, TIME_ON_CPU_ENV, best_verified_ms, timed_round
-from utils.checks import CheckFailed, check, tolerance_for
+from triton_course.checks import CheckFailed, check, tolerance_for
 
 
 @triton.jit

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 
 import nbformat
 import pytest
 
 from grader.course import solution_notebook, student_notebook
 from tests.conftest import CHAPTERS, ROOT
-from utils.bootstrap import SETUP_CELL
-from utils.links import CHAPTERS as ALL_CHAPTERS
-from utils.links import badges
+from triton_course.bootstrap import SETUP_CELL, setup_cell
+from triton_course.links import CHAPTERS as ALL_CHAPTERS
+from triton_course.links import badges, read_config
 
 ALL_NOTEBOOKS = sorted((ROOT / "solutions").rglob("*.ipynb")) + sorted((ROOT / "notebooks").rglob("*.ipynb"))
 
@@ -41,9 +44,9 @@ def test_header_links_and_setup_cell(chapter):
     nb = nbformat.read(solution_notebook(chapter), as_version=4)
     header = nb.cells[0]
     assert header.cell_type == "markdown" and header.source.startswith(f"# {chapter[:2]} ·")
-    assert badges(chapter) in header.source, "the Colab/ModelScope links must match utils.links"
+    assert badges(chapter) in header.source, "the Colab/ModelScope links must match triton_course.links"
     first_code = next(c for c in nb.cells if c.cell_type == "code")
-    assert first_code.source == SETUP_CELL, "the first code cell must be utils.bootstrap.SETUP_CELL"
+    assert first_code.source == SETUP_CELL, "the first code cell must be triton_course.bootstrap.SETUP_CELL"
     assert _meta(first_code).get("locked"), "the setup cell must be read-only"
 
 
@@ -87,3 +90,56 @@ def test_readme_lists_every_chapter_with_its_links():
     readme = (ROOT / "README.md").read_text()
     for chapter in CHAPTERS:
         assert badges(chapter) in readme, f"README lacks the links of {chapter}"
+
+
+def test_notebooks_readme_and_docs_agree_with_course_toml():
+    """`python -m grader config --check`: links, setup cells, setup blocks, repository URLs, version."""
+    from grader.course_config import reconcile
+
+    found = reconcile(ROOT, write=False)
+    assert not found, "\n".join(f"{d.path.relative_to(ROOT)}: {d.what}" for d in found) + \
+        "\nrun `python -m grader config --apply` (then `python -m grader release`)"
+
+
+def test_a_fork_changes_course_toml_and_config_apply_rewrites_the_rest(tmp_path):
+    """A fork edits course.toml only: `config --apply` rewrites links, setup cells, docs and the version, and a
+    second run (or --check) finds nothing left."""
+    chapter = CHAPTERS[0]
+    for folder in ("solutions", "notebooks"):
+        shutil.copytree(ROOT / folder / chapter, tmp_path / folder / chapter)
+    (tmp_path / "docs").mkdir()
+    for name in ("README.md", "docs/students.md", "pyproject.toml", "course.toml"):
+        shutil.copy2(ROOT / name, tmp_path / name)
+    toml = (tmp_path / "course.toml").read_text()
+    for old, new in (('url = "https://github.com/triton-course/triton-kernels-course"',
+                      'url = "https://github.com/a-fork/kernels-course"'), ('branch = "main"', 'branch = "spring"'),
+                     ('student = "triton-kernels-course"', 'student = "fork-kernels"'), ('version = "', 'version = "7.')):
+        assert old in toml, f"course.toml no longer has {old!r}: update this test"
+        toml = toml.replace(old, new)
+    (tmp_path / "course.toml").write_text(toml)
+    fork = read_config(tmp_path / "course.toml")
+
+    cli = [sys.executable, "-m", "grader", "config", "--root", str(tmp_path)]
+    check = subprocess.run([*cli, "--check"], capture_output=True, text=True, cwd=ROOT)
+    assert check.returncode == 1 and "the setup cell" in check.stdout and "the links of" in check.stdout, check.stdout
+    apply = subprocess.run([*cli, "--apply"], capture_output=True, text=True, cwd=ROOT)
+    assert apply.returncode == 0, apply.stdout + apply.stderr
+    for folder in ("solutions", "notebooks"):
+        nb = nbformat.read(tmp_path / folder / chapter / f"{chapter}.ipynb", as_version=4)
+        assert badges(chapter, fork) in nb.cells[0].source and "a-fork/kernels-course/blob/spring/" in nb.cells[0].source
+        setup = next(c for c in nb.cells if c.cell_type == "code").source
+        assert setup == setup_cell(fork) and "'fork-kernels'" in setup and f"'{fork.version}'" in setup
+    readme = (tmp_path / "README.md").read_text()
+    assert badges(chapter, fork) in readme and "pip install fork-kernels==7." in readme
+    students = (tmp_path / "docs" / "students.md").read_text()
+    assert "triton-course/triton-kernels-course" not in students and "a-fork/kernels-course" in students
+    assert f'version = "{fork.version}"' in (tmp_path / "pyproject.toml").read_text()
+    again = subprocess.run([*cli, "--check"], capture_output=True, text=True, cwd=ROOT)
+    assert again.returncode == 0, again.stdout
+
+
+def test_config_names_a_broken_course_toml_without_a_traceback(tmp_path):
+    (tmp_path / "course.toml").write_text('[course]\nversion = "1.0"\n')
+    proc = subprocess.run([sys.executable, "-m", "grader", "config", "--check", "--root", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "[repository] url" in proc.stdout and "Traceback" not in proc.stderr

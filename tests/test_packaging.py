@@ -1,14 +1,32 @@
-"""The pins, the tested range, environment.yml and the install commands agree with each other."""
+"""The pins, the tested range, environment.yml and the install commands agree with each other; the two
+wheels build, install and work as a new student or instructor meets them (nothing reaches the internet)."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
 import tomllib
+import zipfile
+from pathlib import Path
 
+import nbformat
+import pytest
 import yaml
 
 from tests.conftest import ROOT
-from utils.versions import TESTED_RANGES, check_versions, version_tuple
+from triton_course.links import read_config
+from triton_course.versions import TESTED_RANGES, check_versions, repair_interpreter_scalars, version_tuple
+
+CONFIG = read_config(ROOT / "course.toml")
+#: Kept in the checkout's pins as exact versions (environment.yml pins them too); torch and triton take the range.
+RANGED_IN_ENVIRONMENT_YML = ("torch", "triton")
 
 
 def _pins(path):
@@ -35,7 +53,7 @@ def test_every_pin_file_pins_inside_the_tested_range():
     for name in ("requirements/cpu.txt", "requirements/gpu.txt"):
         pins = _pins(name)
         verdicts = check_versions({k: v for k, v in pins.items() if k in TESTED_RANGES})
-        assert len(verdicts) == 2, f"{name} must pin torch and triton"
+        assert len(verdicts) == len(TESTED_RANGES), f"{name} must pin {', '.join(TESTED_RANGES)}"
         assert all(v.tested for v in verdicts), [v.describe() for v in verdicts]
 
 
@@ -46,7 +64,7 @@ def test_gpu_pins_are_colabs_pairing():
 
 def test_cpu_and_gpu_pins_agree_on_everything_but_torch_and_triton():
     cpu, gpu = _pins("requirements/cpu.txt"), _pins("requirements/gpu.txt")
-    shared = (set(cpu) & set(gpu)) - {"torch", "triton"}
+    shared = (set(cpu) & set(gpu)) - {"torch", "triton", "numpy"}  # numpy: the pairing each triton is tested with
     assert shared, "the two pin files should share the course's other pins"
     assert {k: cpu[k] for k in shared} == {k: gpu[k] for k in shared}
 
@@ -62,7 +80,7 @@ def test_environment_yml_agrees_with_the_pins():
             listed[m.group(1).lower()] = m.group(2).replace(" ", "")
     cpu = _pins("requirements/cpu.txt")
     for pkg, spec in listed.items():
-        if pkg in TESTED_RANGES:
+        if pkg in RANGED_IN_ENVIRONMENT_YML:
             low, high = TESTED_RANGES[pkg]
             assert spec == f">={low},<{high}", f"environment.yml: {pkg}{spec} is not the tested range"
         else:
@@ -87,3 +105,334 @@ def test_ci_runs_the_readme_test_command():
     assert re.search(r"^\s*(exec\s+)?make test\b", ci, re.M), ".ci/run must run the README's test command"
     workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
     assert "make test" in workflow
+
+
+def test_each_pin_file_pairs_triton_and_numpy_as_make_test_range_does():
+    """Each pin file's (triton, numpy) is the newest pairing (the whole suite) or one `make test-range` runs."""
+    checked = set(re.findall(r"(\d+\.\d+\.\d+):(\d+\.\d+\.\d+)", (ROOT / "Makefile").read_text()))
+    for name in ("requirements/cpu.txt", "requirements/gpu.txt"):
+        pins = _pins(name)
+        pair = (pins["triton"], pins["numpy"])
+        assert name.endswith("cpu.txt") or pair in checked, f"{name} pins triton {pair[0]} with numpy {pair[1]}, " \
+            f"a pairing `make test-range` does not run ({sorted(checked)})"
+    lows = {p: min((version_tuple(v) for v in vs), default=None) for p, vs in
+            (("triton", [t for t, _ in checked]), ("numpy", [n for _, n in checked]))}
+    for package in ("triton", "numpy"):
+        assert lows[package][:2] == version_tuple(TESTED_RANGES[package][0])[:2], \
+            f"the range check's oldest {package} is not the tested range's lowest ({TESTED_RANGES[package][0]})"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The range check: run in the whole suite (newest Triton) and by `make test-range` (`-k range_check`)
+# in a virtual environment with the oldest Triton of the range and the NumPy it meets.
+# ---------------------------------------------------------------------------------------------------
+
+def test_range_check_a_loop_bounded_by_a_kernel_argument_runs_under_the_interpreter():
+    """Triton 3.5/3.6 with NumPy >= 2.4 broke `for k in range(0, K, BLOCK)` under the interpreter: the helpers
+    repair it (triton_course.versions.repair_interpreter_scalars) when they choose the interpreter."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def row_sums(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        acc = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, n, BLOCK):
+            acc += tl.load(x_ptr + start + offs, mask=start + offs < n, other=0.0)
+        tl.store(out_ptr + offs, acc)
+
+    x = torch.arange(100, dtype=torch.float32)
+    out = torch.empty(16)
+    row_sums[(1,)](x, out, 100, BLOCK=16)
+    assert float(out.sum()) == float(x.sum())
+    assert repair_interpreter_scalars() is False, "a second repair must do nothing"
+
+
+@pytest.mark.notebook
+@pytest.mark.skipif(os.environ.get("COURSE_RANGE_CHECK") != "1",
+                    reason="run by `make test-range` (packaging/check_range.py); with the newest Triton the chapters' "
+                           "own tests grade the reference answers")
+@pytest.mark.parametrize("chapter", [p.name for p in sorted((ROOT / "tests" / "submissions").iterdir())
+                                     if (p / "ada_correct.py").exists()])
+def test_range_check_the_reference_passes_every_hidden_test(chapter):
+    """Every chapter's reference answer against its hidden tests, through the judge, with the Triton and
+    NumPy of this environment."""
+    import numpy
+    import triton
+
+    from tests.conftest import run_with_answers
+
+    outcomes = run_with_answers(chapter, "ada_correct")
+    failed = {k: v for k, v in outcomes.items() if v != "passed"}
+    assert outcomes and not failed, f"triton {triton.__version__}, numpy {numpy.__version__}: {failed}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The wheels, as a new user meets them: built with `python -m build`, installed into fresh virtual
+# environments outside the checkout. The environments get torch, triton, Jupyter... from this one
+# through a .pth file naming its site-packages, where the checkout's editable install has its own name
+# (<student>-dev) and its finder is inactive, so that pip and Python see no course package but the
+# wheels. pip reads no configuration (PIP_CONFIG_FILE=/dev/null) and git may clone only local paths:
+# nothing reaches the internet.
+# ---------------------------------------------------------------------------------------------------
+
+SELF_CHECK_RUNNER = textwrap.dedent('''\
+    import sys, nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(sys.argv[1], as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    print("\\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs))
+''')
+
+
+def _offline_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON", "VIRTUAL_ENV", "COURSE_"))}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONNOUSERSITE="1",
+               HOME=str(home), GIT_ALLOW_PROTOCOL="file", GIT_TERMINAL_PROMPT="0", MPLBACKEND="Agg",
+               JUPYTER_PLATFORM_DIRS="1", PATH=os.environ.get("PATH", ""), **extra)
+    return env
+
+
+def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> dict[str, Path]:
+    """Both wheels, built by `python -m build` from this checkout (no isolation: no download of setuptools)."""
+    out = tmp_path_factory.mktemp("dist")
+    for kind in ("student", "instructor"):
+        _run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out),
+              str(ROOT / "packaging" / kind)])
+    found = {kind: next(out.glob(f"{name.replace('-', '_')}-{CONFIG.version}-py3-none-any.whl"))
+             for kind, name in (("student", CONFIG.student_package), ("instructor", CONFIG.instructor_package))}
+    return found
+
+
+@pytest.fixture(scope="module")
+def dependencies() -> Path:
+    """This environment's site-packages, to be seen by the fresh ones through a .pth file. Only an editable
+    install of the checkout lies there (as `<name>-dev`, its finder never runs from a .pth), never a course
+    package under the wheels' names: pip would think it installed."""
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    for name in (CONFIG.student_package, CONFIG.instructor_package):
+        stale = list(purelib.glob(f"{name.replace('-', '_')}-*.dist-info"))
+        assert not stale, f"{stale[0]} is installed in {purelib}: `pip uninstall {name}` (make install does)"
+    return purelib
+
+
+def _fresh_venv(where: Path, dependencies: Path) -> Path:
+    """A virtual environment seeing ``dependencies`` (pip among them); returns its python. Without a pip of its
+    own: the venv's bundled setuptools would shadow the newer one torch requires."""
+    _run([sys.executable, "-m", "venv", "--without-pip", str(where)])
+    python = where / "bin" / "python"
+    purelib = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    (Path(purelib) / "course_dependencies.pth").write_text(f"{dependencies}\n")
+    # the dependencies' console scripts (nbgrader runs `alembic`), as pip would have written them for this venv
+    ours = Path(sys.executable).parent
+    for script in ours.iterdir():
+        target = where / "bin" / script.name
+        if target.exists() or not script.is_file() or script.is_symlink():
+            continue
+        with script.open("rb") as f:
+            first = f.readline()
+        if first.startswith(b"#!") and first.strip().endswith(str(ours / "python").encode()):
+            target.write_bytes(f"#!{python}\n".encode() + script.read_bytes().split(b"\n", 1)[1])
+            target.chmod(0o755)
+    return python
+
+
+def _notebook_to_first_self_check(python: Path, folder: Path, chapter: str = "03_vector_add") -> Path:
+    """The chapter's student notebook as the installed wheel ships it, its answer cells filled with the
+    reference answer, cut after its first self-check, written into ``folder``."""
+    from grader.examples import apply_answers, parse_answers
+
+    shipped = _run([str(python), "-c", "import importlib.util, sys; "
+                    f"print(importlib.util.find_spec({CONFIG.import_name!r}).submodule_search_locations[0])"],
+                   env=_offline_env(folder), cwd=folder).stdout.strip()
+    nb = nbformat.read(Path(shipped) / "notebooks" / chapter / f"{chapter}.ipynb", as_version=4)
+    answered = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in apply_answers(
+        chapter, parse_answers((ROOT / "tests" / "submissions" / chapter / "ada_correct.py").read_text())).cells}
+    cells = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            cell.source = answered[meta["grade_id"]]
+        cells.append(cell)
+        if cell.cell_type == "code" and "self_check" in meta.get("grade_id", ""):
+            break
+    else:
+        raise AssertionError(f"{chapter} has no self-check cell")
+    cells.append(nbformat.v4.new_code_cell(f"import sys, {CONFIG.import_name} as course\n"
+                                           "print('EVIDENCE', sys.executable, course.__file__)"))
+    nb.cells = cells
+    path = folder / f"{chapter}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _run_notebook(python: Path, notebook: Path, env: dict[str, str], *, succeeds: bool = True) -> str:
+    """Execute ``notebook`` in a Jupyter kernel of ``python`` (nbclient), from its folder; its outputs as text."""
+    runner = notebook.parent / "run_notebook.py"
+    runner.write_text(SELF_CHECK_RUNNER)
+    proc = subprocess.run([str(python), str(runner), str(notebook)], capture_output=True, text=True,
+                          cwd=notebook.parent, env=env, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert (proc.returncode == 0) == succeeds, out[-4000:]
+    return out
+
+
+def test_the_student_wheel_holds_helpers_and_student_notebooks_only(wheels):
+    names = zipfile.ZipFile(wheels["student"]).namelist()
+    package = CONFIG.import_name
+    assert f"{package}/__init__.py" in names and f"{package}/course.toml" in names
+    notebooks = [n for n in names if n.endswith(".ipynb")]
+    assert len(notebooks) == len(list((ROOT / "notebooks").glob("*/*.ipynb"))) >= 9
+    assert not [n for n in names if n.startswith(("grader/", "solutions/", "tests/"))]
+    for name in notebooks:
+        text = zipfile.ZipFile(wheels["student"]).read(name).decode()
+        assert "### BEGIN HIDDEN TESTS" not in text and "### BEGIN SOLUTION" not in text, name
+        assert f"{package!r}, {CONFIG.version!r}" in text, f"{name} does not serve version {CONFIG.version}"
+    metadata = zipfile.ZipFile(wheels["student"]).read(
+        next(n for n in names if n.endswith("METADATA"))).decode()
+    assert f"Version: {CONFIG.version}" in metadata
+    declared = {re.split(r"[<>=;]", line.split(": ", 1)[1])[0]: line for line in metadata.splitlines()
+                if line.startswith("Requires-Dist: ")}
+    for pkg, (low, high) in TESTED_RANGES.items():
+        assert f">={low}" in declared[pkg] and f"<{high}" in declared[pkg], declared[pkg]
+
+
+def test_the_instructor_wheel_holds_the_grader_and_needs_the_same_student_version(wheels):
+    names = zipfile.ZipFile(wheels["instructor"]).namelist()
+    assert "grader/__main__.py" in names and "grader/nbgrader_config.py" in names
+    assert not [n for n in names if n.startswith((f"{CONFIG.import_name}/", "solutions/", "tests/"))]
+    metadata = zipfile.ZipFile(wheels["instructor"]).read(
+        next(n for n in names if n.endswith("METADATA"))).decode()
+    assert f"Requires-Dist: {CONFIG.student_package}=={CONFIG.version}" in metadata
+    assert "Requires-Dist: nbgrader" in metadata
+
+
+def test_the_build_refuses_student_notebooks_of_another_version(tmp_path):
+    """A checkout whose notebooks serve another version than course.toml's is not packaged."""
+    shutil.copytree(ROOT / "packaging", tmp_path / "packaging", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("course.toml", "pyproject.toml"):
+        shutil.copy2(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "utils", tmp_path / "utils",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    toml = tmp_path / "course.toml"
+    toml.write_text(toml.read_text().replace(f'version = "{CONFIG.version}"', 'version = "9.9.9"'))
+    proc = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir",
+                           str(tmp_path / "dist"), str(tmp_path / "packaging" / "student")],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "serves version 0" in proc.stdout + proc.stderr and "course.toml says 9.9.9" in proc.stdout + proc.stderr
+    assert "python -m grader config --apply" in proc.stdout + proc.stderr
+
+
+def test_a_new_student_with_the_wheel_installed_runs_a_chapter_outside_any_checkout(wheels, dependencies, tmp_path):
+    python = _fresh_venv(tmp_path / "venv", dependencies)
+    _run([str(python), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels["student"].parent),
+          f"{CONFIG.student_package}=={CONFIG.version}"], env=_offline_env(tmp_path))  # its dependencies: present
+    work = tmp_path / "work"
+    work.mkdir()
+    out = _run_notebook(python, _notebook_to_first_self_check(python, work), _offline_env(tmp_path))
+    assert f"Course helpers {CONFIG.import_name} {CONFIG.version}: the installed copy" in out, out[-3000:]
+    assert f"EVIDENCE {python}" in out and str(tmp_path / "venv") in out.split("EVIDENCE", 1)[1], out[-3000:]
+    assert re.search(r"^ok\s+add", out, re.M), f"the self-check did not pass:\n{out[-3000:]}"
+
+
+def test_without_the_package_the_setup_cell_installs_it_from_the_configured_index(wheels, dependencies, tmp_path):
+    """A local package index (file://) stands for PyPI or a mirror; the cell's pip finds the wheel there. A
+    second venv, with no index at all, gets the one-line message naming the command to run."""
+    index = tmp_path / "index" / "simple"
+    project = index / CONFIG.student_package
+    project.mkdir(parents=True)
+    shutil.copy2(wheels["student"], project / wheels["student"].name)
+    (project / "index.html").write_text(f'<a href="{wheels["student"].name}">{wheels["student"].name}</a>\n')
+    (index / "index.html").write_text(f'<a href="{CONFIG.student_package}/">{CONFIG.student_package}</a>\n')
+    python = _fresh_venv(tmp_path / "venv", dependencies)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = _offline_env(tmp_path, PIP_INDEX_URL=index.as_uri())
+    # the package is not installed yet: the setup cell of the checkout's student notebook (the one the wheel ships)
+    nb = nbformat.read(ROOT / "notebooks" / "03_vector_add" / "03_vector_add.ipynb", as_version=4)
+    setup = next(c for c in nb.cells if c.cell_type == "code")
+    nb.cells = [setup, nbformat.v4.new_code_cell(f"import sys, {CONFIG.import_name} as course\n"
+                                                 "print('EVIDENCE', sys.executable, course.__file__)")]
+    nbformat.write(nb, work / "setup_only.ipynb")
+    out = _run_notebook(python, work / "setup_only.ipynb", env)
+    assert f"Course helpers {CONFIG.import_name} {CONFIG.version}: pip install " \
+           f"{CONFIG.student_package}=={CONFIG.version}" in out, out[-3000:]
+    assert str(tmp_path / "venv") in out.split("EVIDENCE", 1)[-1], out[-3000:]
+    # now the chapter's own notebook, from the wheel just installed, to its first self-check
+    notebook = _notebook_to_first_self_check(python, work)
+    out = _run_notebook(python, notebook, env)
+    assert "the installed copy" in out and re.search(r"^ok\s+add", out, re.M), out[-3000:]
+
+    # no index, no reachable repository: one message that says what to run; a stale partial clone is cleared
+    bare = _fresh_venv(tmp_path / "bare", dependencies)
+    home = tmp_path / "bare-home"
+    (home / f"{CONFIG.clone_folder}.partial").mkdir(parents=True)
+    out = _run_notebook(bare, work / "setup_only.ipynb",
+                        _offline_env(home, PIP_INDEX_URL=(tmp_path / "empty").as_uri(), PIP_RETRIES="0"),
+                        succeeds=False)
+    assert f"pip install {CONFIG.student_package}=={CONFIG.version}" in out and CONFIG.mirror in out, out[-3000:]
+    assert "Could not install or download the course helpers" in out, out[-3000:]
+    assert not (home / CONFIG.clone_folder).exists() and not (home / f"{CONFIG.clone_folder}.partial").exists()
+
+
+def test_an_instructor_installs_the_grader_wheel_and_grades_the_example_class(wheels, dependencies, tmp_path):
+    """The instructor wheel in a fresh venv, run in a course folder holding only solutions/ and three
+    example submissions of chapter 03: `python -m grader demo` releases, grades, and the grades are right."""
+    python = _fresh_venv(tmp_path / "venv", dependencies)
+    _run([str(python), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels["student"].parent),
+          f"{CONFIG.instructor_package}=={CONFIG.version}"], env=_offline_env(tmp_path))
+    course = tmp_path / "course"
+    chapter = "03_vector_add"
+    shutil.copytree(ROOT / "solutions" / chapter, course / "solutions" / chapter)
+    examples = course / "tests" / "submissions" / chapter
+    examples.mkdir(parents=True)
+    for student in ("ada_correct", "ben_untouched", "cleo_no_mask"):
+        shutil.copy2(ROOT / "tests" / "submissions" / chapter / f"{student}.py", examples)
+    proc = subprocess.run([str(python), "-m", "grader", "demo", "--assignment", chapter, "--out", str(tmp_path / "out"),
+                           "--workers", "2"], capture_output=True, text=True, cwd=course, env=_offline_env(tmp_path),
+                          timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    grader_file = _run([str(python), "-c", "import grader; print(grader.__file__)"], cwd=course,
+                       env=_offline_env(tmp_path)).stdout
+    assert str(tmp_path / "venv") in grader_file, "the demo must run the installed grader, not the checkout's"
+    grades = json.loads((tmp_path / "out" / "grades.json").read_text())
+    totals: dict[str, list[float]] = {}
+    for record in grades:
+        points = totals.setdefault(record["student"], [0.0, 0.0])
+        points[0] += record["points"]
+        points[1] += record["max_points"]
+    assert set(totals) == {"ada_correct", "ben_untouched", "cleo_no_mask"}
+    assert totals["ada_correct"][0] > 0 and totals["ben_untouched"][0] == 0
+    assert totals["cleo_no_mask"][0] < totals["ada_correct"][0], totals  # no mask: the ragged sizes fail
+    assert (course / "notebooks" / chapter / f"{chapter}.ipynb").exists(), "demo releases into the course folder"
+
+
+# ---------------------------------------------------------------------------------------------------
+# One import name for the helpers, everywhere
+# ---------------------------------------------------------------------------------------------------
+
+def test_nothing_imports_the_helpers_by_their_folder_name():
+    """The helpers live in utils/ and import as course.toml's import_name only: code that imported them as
+    ``utils`` would fail in the student wheel, or load a second copy of them beside the first."""
+    spec = importlib.util.spec_from_file_location("course_packaging", ROOT / "packaging" / "course_packaging.py")
+    packaging = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(packaging)
+    sources = [p for pattern in ("grader/**/*.py", "utils/**/*.py", "tests/**/*.py", "results/**/*.py",
+                                 "solutions/**/*.ipynb", "notebooks/**/*.ipynb", "packaging/**/*.py")
+               for p in ROOT.glob(pattern) if "__pycache__" not in p.parts and p != Path(__file__).resolve()]
+    assert len(sources) > 50
+    offenders = [str(p.relative_to(ROOT)) for p in sources if packaging.OLD_IMPORT.search(p.read_text())]
+    assert offenders == []
+    assert packaging.OLD_IMPORT.search('x = 1\nfrom utils.checks import CheckFailed\n')
+    assert packaging.OLD_IMPORT.search('{"source": ["import utils\\n"]}')
+    assert not packaging.OLD_IMPORT.search("import torch.utils.data\nfrom my_utils import x\n")

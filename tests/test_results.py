@@ -137,7 +137,7 @@ def test_fused_rmsnorm_residual_silu_reaches_copy_and_beats_torch_compile():
 
 
 def test_timing_method_evidence_backs_the_method_in_use():
-    """utils.bench says a write flush under-reports and a read flush over-reports tens of MB: the file shows it."""
+    """triton_course.bench says a write flush under-reports and a read flush over-reports tens of MB: the file shows it."""
     r = _result("timing_method")
     for size in ("32 MB", "64 MB"):
         g = r["copy"][size]["gbps"]

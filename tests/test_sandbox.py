@@ -27,9 +27,9 @@ def run_inside(tmp_path, code: str, limits: Limits | None = None) -> subprocess.
 
 def test_the_course_is_invisible_but_its_helpers_import(tmp_path):
     p = run_inside(tmp_path, f"""
-        import os, utils, utils.checks
+        import os, triton_course, triton_course.checks
         print(os.path.exists({str(REPO_ROOT / 'solutions')!r}), os.path.exists({str(REPO_ROOT / 'grader')!r}),
-              os.path.exists({str(REPO_ROOT / 'tests')!r}), utils.__file__.startswith('/course/'))
+              os.path.exists({str(REPO_ROOT / 'tests')!r}), triton_course.__file__.startswith('/course/'))
     """)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["False", "False", "False", "True"]
@@ -53,7 +53,7 @@ def test_no_network_and_no_writes_to_the_system(tmp_path):
         try:
             socket.create_connection(('127.0.0.1', 22), timeout=2); print('reached')
         except OSError: print('unreachable')
-        for path in ('/usr/evil', {str(sys.prefix + '/evil')!r}, '/course/utils/evil.py'):
+        for path in ('/usr/evil', {str(sys.prefix + '/evil')!r}, '/course/triton_course/evil.py'):
             try:
                 open(path, 'w'); print('wrote', path)
             except OSError: print('refused')

@@ -4,7 +4,7 @@
   against the truth read from real tensors (element offsets of ``t[z, h]`` in their storage), and print a
   table of every ``(z, h)`` a formula gets wrong;
 * :func:`attention_reference` -- softmax(q k^T * scale) v in float64, with an optional causal mask;
-* :func:`attention_tolerance` and :data:`ATTENTION_HINTS` -- for ``utils.checks.check_all``;
+* :func:`attention_tolerance` and :data:`ATTENTION_HINTS` -- for ``triton_course.checks.check_all``;
 * :func:`tflops_sweep`, :func:`plot_tflops` -- TFLOP/s against sequence length next to PyTorch, under the
   tensor-core roof of the matmuls and the special-function ceiling of the exponentials;
 * :func:`copy_reference`, :data:`COPY_HINTS` -- for the copy kernel that puts the offsets to work;
@@ -512,7 +512,7 @@ def recorded_sdpa_backend() -> str:
 # TFLOP/s sweeps
 # ---------------------------------------------------------------------------------------------------
 
-#: TFLOP/s sweeps and their plot are the course's shared ones (utils.bench, utils.plots).
+#: TFLOP/s sweeps and their plot are the course's shared ones (triton_course.bench, triton_course.plots).
 tflops_sweep = flops_sweep
 
 
@@ -524,7 +524,7 @@ def exp_ceiling_tflops(sfu_tops: float, head_dim: int) -> float:
 
 def plot_tflops(sweep: Sweep, title: str, tensor_roof=None, sfu_roof=None, head_dim: int | None = None,
                 ax=None):
-    """TFLOP/s against sequence length (:func:`utils.plots.plot_sweep`). On a GPU, with the roofs given, it
+    """TFLOP/s against sequence length (:func:`triton_course.plots.plot_sweep`). On a GPU, with the roofs given, it
     also draws the fp16 tensor-core roof (the matmuls), the ceiling the exponentials set on the
     special-function units at this head dimension, and the rate if the two units took turns instead of
     overlapping, each labelled with its units."""

@@ -75,7 +75,7 @@ def time_ms(fn: Callable[[], object], *, warmup_ms: int = 25, rep_ms: int = 100)
 
 
 #: How the course measures throughput, as recorded in every results file.
-METHOD = ("utils.bench.steady_ms: back-to-back calls queued behind a GPU sleep, on rotating input sets of "
+METHOD = ("triton_course.bench.steady_ms: back-to-back calls queued behind a GPU sleep, on rotating input sets of "
           "4x the L2, each charged for its write-backs (a read flush closes the timed region, a clean "
           "flush timed alone is subtracted); median of rounds. Bytes that must move: each input read "
           "once, each output written once")

@@ -1,37 +1,106 @@
-"""The setup cell that opens every chapter notebook, kept here so that all chapters share one text.
+"""The setup cell that opens every chapter notebook, generated from ``course.toml``.
 
-``tests/test_notebooks.py`` checks that the first code cell of every notebook equals
-:data:`SETUP_CELL`. The cell cannot import anything from the course before it has found it, so it
-finds the helpers itself: an installed copy first, then this checkout (walking up from the notebook),
-and on Colab or ModelScope a shallow clone of the course repository.
+The cell cannot import anything of the course before it has found it, so its logic is in its own text.
+It tries, in order, and says which it used:
+
+1. an installed copy of the helpers of the notebook's version (``pip install``, the grader's sandbox, an
+   editable install of a checkout);
+2. this checkout: a folder above the notebook holding ``course.toml`` and the helpers' folder ``utils/``
+   (any version), imported under the helpers' own name, so a student's ``utils`` never shadows them;
+3. ``pip install <student package>==<version>``: pip uses the index or mirror the platform configures
+   (``PIP_INDEX_URL``, ``pip.conf``; ModelScope's instances point at a mirror in mainland China);
+4. a shallow clone of the repository into the home folder, made under a ``.partial`` name and renamed
+   when complete, so that a failed clone is cleared by the next run.
+
+When all fail it raises one short message saying what to run. ``tests/test_notebooks.py`` checks that
+the first code cell of every notebook equals :data:`SETUP_CELL`; ``python -m grader config --apply``
+writes it into every notebook.
 """
 
-SETUP_CELL = '''\
-# Setup: run this cell first. It finds the course helpers (installed, in this checkout, or -- on Colab
-# and ModelScope -- downloaded once), then picks the GPU or, without one, Triton's interpreter.
-import pathlib, subprocess, sys
+from __future__ import annotations
 
-def course_root(repo="triton-course/triton-kernels-course"):
-    here = pathlib.Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "utils" / "bootstrap.py").exists():
-            return folder
-    clone = pathlib.Path.home() / repo.split("/")[1]
-    if clone.exists():  # downloaded in an earlier session: bring it up to date if we can
-        subprocess.run(["git", "-C", str(clone), "pull", "-q", "--ff-only"], check=False, capture_output=True)
-    else:
-        print("Downloading the course helpers ...")
-        subprocess.run(["git", "clone", "-q", "--depth=1", f"https://github.com/{repo}", str(clone)], check=True)
-    return clone
+from .links import CONFIG, CourseConfig
 
-try:
-    import utils
-    utils.COURSE
-except (ImportError, AttributeError) as error:
-    if isinstance(error, ImportError) and error.name not in ("utils", None):
-        raise  # the helpers are here, but a package they need (torch? triton?) is not installed
-    sys.modules.pop("utils", None)
-    sys.path.insert(0, str(course_root()))
-    import utils
+TEMPLATE = '''\
+# Setup: run this cell first. It finds the course helpers ({pkg} {version}): installed, in this checkout,
+# installed now with pip, or cloned; then picks the GPU or, without one, Triton's interpreter.
+import importlib, importlib.util, pathlib, shutil, subprocess, sys
+PKG, VERSION, DIST = {pkg!r}, {version!r}, {dist!r}
+REPO, BRANCH = {repo!r}, {branch!r}
+HELP = (f"Could not install or download the course helpers. In a terminal, run `pip install {{DIST}}=={{VERSION}}` "
+        "(in mainland China, add `-i {mirror}`), then run this cell again.")
 
-device = utils.setup()'''
+def forget():
+    for name in [m for m in sys.modules if m.split(".")[0] == PKG]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+def installed():
+    \"\"\"The installed helpers, if they are of this notebook's version.\"\"\"
+    loaded = sys.modules.get(PKG)
+    if loaded and getattr(loaded, "__version__", None) == VERSION:
+        return loaded  # imported already (this cell's second run, the grader): keep the classes it made
+    forget()
+    try:
+        module = importlib.import_module(PKG)
+    except ImportError as error:
+        if error.name != PKG:
+            raise  # the helpers are here, but a package they need (torch? triton?) is not installed
+        return None
+    return module if getattr(module, "__version__", None) == VERSION else None
+
+def checkout(folder):
+    \"\"\"The helpers of a checkout of the course (its utils/ folder, imported as PKG), or None.\"\"\"
+    init = folder / "utils" / "__init__.py"
+    if not (init.is_file() and (folder / "course.toml").is_file()):
+        return None
+    loaded = sys.modules.get(PKG)
+    if loaded and pathlib.Path(loaded.__file__) == init:
+        return loaded
+    forget()
+    spec = importlib.util.spec_from_file_location(PKG, init, submodule_search_locations=[str(init.parent)])
+    module = sys.modules[PKG] = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        forget()
+        raise
+    return module
+
+def find_helpers():
+    if course := installed():
+        return course, f"the installed copy, {{pathlib.Path(course.__file__).parent}}"
+    for folder in (here := pathlib.Path.cwd().resolve(), *here.parents):
+        if course := checkout(folder):
+            return course, f"this checkout, {{folder}}"
+    print(f"Installing {{DIST}}=={{VERSION}} with pip ...")
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"{{DIST}}=={{VERSION}}"])
+    if pip.returncode == 0 and (course := installed()):
+        return course, f"pip install {{DIST}}=={{VERSION}}"
+    clone = pathlib.Path.home() / REPO.rstrip("/").rsplit("/", 1)[-1]
+    if not (clone / "utils" / "__init__.py").exists():  # none yet, or a broken one: clone afresh
+        partial = clone.with_name(clone.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        print(f"Downloading the course helpers from {{REPO}} ...")
+        git = subprocess.run(["git", "clone", "-q", "--depth=1", "-b", BRANCH, REPO, str(partial)])
+        if git.returncode != 0 or not (partial / "utils" / "__init__.py").exists():
+            raise RuntimeError(HELP) from None
+        shutil.rmtree(clone, ignore_errors=True)
+        partial.rename(clone)
+    if course := checkout(clone):
+        return course, f"a clone of {{REPO}} in {{clone}}"
+    raise RuntimeError(HELP) from None
+
+course, source = find_helpers()
+print(f"Course helpers {{PKG}} {{course.__version__}}: {{source}}")
+import {pkg}
+device = {pkg}.setup()'''
+
+
+def setup_cell(config: CourseConfig = CONFIG) -> str:
+    """The text of the setup cell for the course ``config`` describes."""
+    return TEMPLATE.format(pkg=config.import_name, version=config.version, dist=config.student_package,
+                           repo=config.repo_url, branch=config.branch, mirror=config.mirror)
+
+
+SETUP_CELL = setup_cell()

@@ -1,8 +1,8 @@
 """Where kernels run: a CUDA GPU, or Triton's interpreter on the CPU.
 
-Importing :mod:`utils` calls :func:`choose_backend`, which sets ``TRITON_INTERPRET=1`` when there is no
+Importing :mod:`triton_course` calls :func:`choose_backend`, which sets ``TRITON_INTERPRET=1`` when there is no
 CUDA GPU. It has to happen before the first ``@triton.jit`` decorates a kernel, which is why the setup
-cell of every notebook imports ``utils`` before defining any kernel.
+cell of every notebook imports ``triton_course`` before defining any kernel.
 """
 
 from __future__ import annotations

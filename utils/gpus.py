@@ -1,7 +1,7 @@
 """Datasheet figures for the GPUs students and graders meet.
 
 These are *leads*, not measurements: every performance target in the course is set against the
-copy bandwidth measured on the device in use (``utils.bench.copy_bandwidth``). Figures measured on a
+copy bandwidth measured on the device in use (``triton_course.bench.copy_bandwidth``). Figures measured on a
 GPU are in ``results/``; :func:`recorded` reads one chapter's file for a notebook to show beside the
 student's own run.
 """

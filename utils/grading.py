@@ -62,7 +62,7 @@ def require_launch_per_call(timed: "LaunchesPerCall", what: str) -> None:
 
 def timed_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
                what: str) -> float:
-    """:func:`utils.bench.measure_gbps` of ``fn``, checking that every timed call launched a kernel."""
+    """:func:`triton_course.bench.measure_gbps` of ``fn``, checking that every timed call launched a kernel."""
     from .integrity import LaunchesPerCall
 
     with LaunchesPerCall(fn) as timed:

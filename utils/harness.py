@@ -2,7 +2,7 @@
 
 The judge (``grader.judge``, in another process) never runs student code and never sends test code: it
 writes a *request* into the exchange folder (which function, and its arguments as raw bytes) and runs
-``utils.harness.serve(folder)`` in the kernel. :func:`serve` rebuilds the arguments, calls the student's
+``triton_course.harness.serve(folder)`` in the kernel. :func:`serve` rebuilds the arguments, calls the student's
 function, and writes back plain data: the output's bytes, the arguments' bytes after the call, and
 *evidence* about the call (Triton launches, the PyTorch operators it ran, where its output came from).
 

@@ -1,8 +1,8 @@
 """Counting Triton launches: evidence of whose work a result is.
 
 * :class:`KernelLaunches` -- counts Triton kernel launches (compiled or interpreted) made inside a block,
-  and records the storages the launches received. :func:`utils.checks.check` uses it when asked
-  (``COURSE_REQUIRE_KERNEL=1``), and the grader's harness (:mod:`utils.harness`) reports it to the judge:
+  and records the storages the launches received. :func:`triton_course.checks.check` uses it when asked
+  (``COURSE_REQUIRE_KERNEL=1``), and the grader's harness (:mod:`triton_course.harness`) reports it to the judge:
   a function that returns the right values without launching a Triton kernel (say ``x + y`` in PyTorch)
   earns nothing.
 * :class:`LaunchesPerCall` -- the same count set against the number of calls while a kernel is timed:
@@ -27,8 +27,8 @@ REQUIRE_KERNEL_ENV = "COURSE_REQUIRE_KERNEL"
 GUARDED_MODULES = (
     "builtins", "math", "time", "statistics", "numpy", "numpy.testing", "torch", "torch.testing",
     "torch.cuda", "torch.nn.functional", "triton", "triton.testing", "triton.language",
-    "utils", "utils.checks", "utils.grading", "utils.bench", "utils.device", "utils.inputs",
-    "utils.integrity",
+    "triton_course", "triton_course.checks", "triton_course.grading", "triton_course.bench", "triton_course.device", "triton_course.inputs",
+    "triton_course.integrity",
 )
 #: Classes whose methods are restored (a patched method is put back, an added one removed).
 GUARDED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "numpy.ndarray")

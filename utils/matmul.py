@@ -68,7 +68,7 @@ def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
     student's function is timed in its sandboxed kernel on inputs drawn from secret keys, every timed
     output checked against ``reference`` with ``tolerances`` (:func:`grader.judge_timing.timed_round`, best
     of up to three rounds), while ``baseline`` (trusted code) is timed here, in the judge's own process on
-    the same GPU, with :func:`utils.bench.steady_ms`.
+    the same GPU, with :func:`triton_course.bench.steady_ms`.
     """
     __tracebackhide__ = True
     dev = current()
@@ -150,5 +150,5 @@ def _remote_tflops(fn, baseline: Callable[..., object], make_inputs: Callable[[]
 
 
 def plot_flops(sweep: Sweep, title: str, ax=None, peak_tflops: float | None = None):
-    """TFLOP/s against size: :func:`utils.plots.plot_sweep` with the datasheet's matrix peak as ceiling."""
+    """TFLOP/s against size: :func:`triton_course.plots.plot_sweep` with the datasheet's matrix peak as ceiling."""
     return plot_sweep(sweep, title, ax=ax, peak_tflops=peak_tflops)

@@ -46,7 +46,7 @@ LIMITS: dict[tuple[int, int], SMLimits] = {
 
 
 def sm_limits(gpu: str | tuple[int, int]) -> SMLimits:
-    """The SM limits of a GPU named in :data:`utils.gpus.GPU_SPECS` ("A100", "H100", "H200", "B200",
+    """The SM limits of a GPU named in :data:`triton_course.gpus.GPU_SPECS` ("A100", "H100", "H200", "B200",
     "T4", "A10", "L4"; case-insensitive) or of a compute capability given as a tuple such as ``(9, 0)``."""
     if isinstance(gpu, tuple):
         cc = gpu

@@ -121,7 +121,7 @@ def matmul_tflops(n: int = 8192, dtype: torch.dtype = torch.float16) -> float:
 
 
 def datasheet_roof(model: str = "H200", compute: str = "fp16_tensor") -> Roof:
-    """The roof of a GPU model from :data:`utils.gpus.GPU_SPECS`: dense fp16 tensor-core peak by default,
+    """The roof of a GPU model from :data:`triton_course.gpus.GPU_SPECS`: dense fp16 tensor-core peak by default,
     ``compute="fp32"`` the FP32 units, ``compute="sfu"`` the special-function units."""
     _check_compute(compute)
     spec = GPU_SPECS[model]

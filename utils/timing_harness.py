@@ -5,7 +5,7 @@ Four requests, each answered with plain data that the judge verifies:
 * ``prepare``: make ``calls`` input sets from per-call keys (:func:`make_tensor`, reproducible by the
   judge), plus one warm-up set, and call the function once on the warm-up set (compilation, autotuning);
 * ``capture`` (GPU): call the function once per set while a CUDA graph records what it enqueues, with the
-  evidence of :class:`utils.harness.OperatorLog` and :class:`utils.integrity.KernelLaunches` taken
+  evidence of :class:`triton_course.harness.OperatorLog` and :class:`triton_course.integrity.KernelLaunches` taken
   meanwhile. The timed loop then replays the graph: only the GPU work that the calls enqueued, with none of
   Python's per-call time (the student's nor the evidence's), and exactly the work that was watched, since
   no Python runs during a replay. A function that cannot be captured (one that synchronises, say) is

@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from utils.occupancy import compiled_kernel_stats, driver_active_blocks, sm_limits
+from triton_course.occupancy import compiled_kernel_stats, driver_active_blocks, sm_limits
 
 
 @triton.jit

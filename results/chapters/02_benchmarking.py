@@ -11,12 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from utils.bench import copy_bandwidth, gbps, measure_gbps, time_ms
-from utils.ladder import working_set_sweep
+from triton_course.bench import copy_bandwidth, gbps, measure_gbps, time_ms
+from triton_course.ladder import working_set_sweep
 
 
 def measure(ns):
-    out = {"method": "per figure, as named: utils.bench.time_ms (triton.testing.do_bench median), the chapter's "
+    out = {"method": "per figure, as named: triton_course.bench.time_ms (triton.testing.do_bench median), the chapter's "
                      "own benchmark, host clocks"}
     errors = {}
     benchmark, gelu_eager, eager_gelu_traffic = ns["benchmark"], ns["gelu_eager"], ns["eager_gelu_traffic"]
@@ -160,7 +160,7 @@ def measure(ns):
             "note": "GELU of n float32 elements in GB/s of 8n bytes; 'default' compiled once for sizes 2^14, 2^16 "
                     "(recompiled for dynamic shapes at the second) and then run at n; 'one kernel per size' is "
                     "torch.compile(dynamic=False) compiled at n; do_bench: one call at a time, L2 flushed; back to "
-                    "back: utils.bench.steady_ms, as chapter 04 measures",
+                    "back: triton_course.bench.steady_ms, as chapter 04 measures",
             "rows": rows}
 
 
@@ -206,7 +206,7 @@ def measure(ns):
         sm_khz, mem_khz, bus_bits = props.get("sm_clock_rate"), props.get("mem_clock_rate"), props.get("mem_bus_width")
         sms = props.get("multiprocessor_count")
         out["working_set_sweep"] = {
-            "method": "utils.ladder.working_set_sweep: a Triton kernel copies src to dst about 2 GB per launch "
+            "method": "triton_course.ladder.working_set_sweep: a Triton kernel copies src to dst about 2 GB per launch "
                       "(loads with .cg, skipping L1), median of 5 launches; GB/s counts bytes read + written",
             "l2_bytes": torch.cuda.get_device_properties(0).L2_cache_size, "rows": rows,
             "device_properties": {k: props.get(k) for k in ("multiprocessor_count", "sm_clock_rate", "mem_clock_rate",

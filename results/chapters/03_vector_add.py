@@ -2,7 +2,7 @@
 
 import torch
 
-from utils.bench import copy_bandwidth, measure_gbps
+from triton_course.bench import copy_bandwidth, measure_gbps
 
 
 def measure(ns):

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from utils.bench import copy_bandwidth, measure_gbps
+from triton_course.bench import copy_bandwidth, measure_gbps
 
 SIZES = tuple(2**k for k in range(20, 29, 2))
 TARGET_FRACTION = 0.75  # the notebook's bandwidth check

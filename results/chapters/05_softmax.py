@@ -10,7 +10,7 @@ Baselines defined here (not in the notebook, so the notebook does not hand out a
 
 Both are measured against the student target (``BANDWIDTH_TARGET`` of the notebook) to show that the
 first passes and the second fails. At every width all implementations and a copy of the same bytes are
-timed in turn on the same inputs (``utils.bench.steady_rounds``). The launch-shape sweep behind the
+timed in turn on the same inputs (``triton_course.bench.steady_rounds``). The launch-shape sweep behind the
 reference's table is ``results/sweeps/launch_sweep.py``.
 """
 
@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from utils.bench import copy_bandwidth, gbps, measure_gbps, steady_rounds
+from triton_course.bench import copy_bandwidth, gbps, measure_gbps, steady_rounds
 
 M = 4096
 WIDTHS = (512, 1024, 2048, 4096, 8192, 16384)

@@ -2,7 +2,7 @@
 straightforward one-row-per-program kernel and a kernel that moves twice the bytes, across row lengths.
 
 At every width all implementations and a copy of the same tensor are timed in turn on the same inputs
-(``utils.bench.steady_rounds``). The launch-shape sweep behind the reference's table is
+(``triton_course.bench.steady_rounds``). The launch-shape sweep behind the reference's table is
 ``results/sweeps/launch_sweep.py``."""
 
 import statistics
@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from utils.bench import copy_bandwidth, gbps, steady_rounds
+from triton_course.bench import copy_bandwidth, gbps, steady_rounds
 
 M = 4096
 WIDTHS = (1024, 2048, 4096, 8192, 16384)
@@ -101,5 +101,5 @@ def measure(ns):
             r["reference_beats_builtin"] and r["reference_beats_one_row_per_program"] for r in rows),
         "bytes": "(2 M + 1) N s: x read once, y written once, the weight read once",
         "same_size_copy": "x.clone() of the M x N float16 input, timed with the kernels in the same rounds; "
-                          "copy_gbps above is the 1 GiB copy of utils.bench.copy_bandwidth",
+                          "copy_gbps above is the 1 GiB copy of triton_course.bench.copy_bandwidth",
     }

@@ -5,7 +5,7 @@ torch.compile and the same kernel with one straightforward config (128x128x32, r
 The straightforward kernel and the TF32 demo are defined in the notebook after its last solution cell,
 so their definition cells are executed here from the solution notebook (never copied).
 
-TFLOP/s come from ``utils.bench.steady_rounds``: the four implementations timed in turn, back to back
+TFLOP/s come from ``triton_course.bench.steady_rounds``: the four implementations timed in turn, back to back
 on the same rotating fresh inputs. ``one_call_at_a_time`` adds ``time_ms`` (do_bench, one call between
 L2 flushes) for the reference and torch, and ``host_us_per_call`` the Python cost of a call, which
 decides how small a matmul can be before the host, not the GPU, sets the pace.
@@ -18,8 +18,8 @@ import torch
 
 from grader.course import solution_notebook
 from grader.notebook_code import exec_cells_starting_with
-from utils.bench import steady_rounds, time_ms
-from utils.matmul import matmul_flops, tflops
+from triton_course.bench import steady_rounds, time_ms
+from triton_course.matmul import matmul_flops, tflops
 
 SIZES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (3001, 2999, 3007)]
 TARGETS = {(4096, 4096, 4096): 0.90, (1024, 1024, 1024): 0.80}

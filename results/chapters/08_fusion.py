@@ -10,8 +10,8 @@ import torch
 import triton
 
 from grader.course import solution_notebook
-from utils.bench import copy_bandwidth, gbps, measure_gbps, steady_ms, steady_rounds
-from utils.roofline import matmul_tflops
+from triton_course.bench import copy_bandwidth, gbps, measure_gbps, steady_ms, steady_rounds
+from triton_course.roofline import matmul_tflops
 
 
 def _counter_example(ns):

@@ -12,8 +12,8 @@ times from ``config_ms``.
 import torch
 import torch.nn.functional as F
 
-from utils.attention import attention_reference, attention_tolerance
-from utils.bench import time_ms
+from triton_course.attention import attention_reference, attention_tolerance
+from triton_course.bench import time_ms
 
 SIZES = (512, 1024, 2048, 4096, 8192, 16384)
 
@@ -146,7 +146,7 @@ def measure(ns):
                 "triton_tflops_N_16384": next(r["triton_tflops"] for r in sel if r["N"] == 16384),
                 "sdpa_tflops_N_16384": next(r["sdpa_tflops"] for r in sel if r["N"] == 16384)}
     return {
-        "method": "utils.bench.time_ms: triton.testing.do_bench median, one call at a time, L2 flushed between",
+        "method": "triton_course.bench.time_ms: triton.testing.do_bench median, one call at a time, L2 flushed between",
         "metric": "forward TFLOP/s = attention_flops(Z, H, N, D, causal) / median time; float16; Z = 4, "
                   "H = 2048 // D; torch: F.scaled_dot_product_attention on the same tensors",
         "sizes": rows,

@@ -7,7 +7,7 @@ of traffic at full bandwidth. At that size a kernel's fixed costs (filling the G
 first loads' latency, the last wave's tail, the gap between two launches) are a tenth of its time.
 This sweep times, on [M, 4096] fp16 inputs of 32 MiB to 1 GiB of traffic, every way of copying we
 have (torch's clone, Triton tile copies with and without cache hints, a persistent Triton copy) next
-to the chapter's reference RMSNorm, all with ``utils.bench.steady_rounds`` in one process. The
+to the chapter's reference RMSNorm, all with ``triton_course.bench.steady_rounds`` in one process. The
 "copy bandwidth" of the chapters is the 1 GiB clone; ``fraction_of_copy`` is each figure over it.
 If no copy reaches a fraction at a size, no kernel that has to move those bytes can either.
 """
@@ -28,7 +28,7 @@ import triton.language as tl  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
-from utils.bench import METHOD, gbps, steady_rounds  # noqa: E402
+from triton_course.bench import METHOD, gbps, steady_rounds  # noqa: E402
 
 WIDTH = 4096
 ROWS = (2048, 4096, 8192, 16384, 65536)     # 32 MiB ... 1 GiB of traffic (read + write) in fp16

@@ -4,7 +4,7 @@
     python results/sweeps/launch_sweep.py [softmax] [rmsnorm]
         (on a GPU; writes results/05_softmax_launch_sweep.json, results/06_rmsnorm_launch_sweep.json)
 
-At each row length N it times, with ``utils.bench.steady_rounds`` (back-to-back calls on rotating fresh
+At each row length N it times, with ``triton_course.bench.steady_rounds`` (back-to-back calls on rotating fresh
 inputs):
 
 * ``tile rowsR/wW``: the notebook's own kernel, one program per tile of R rows, W warps, for every R and
@@ -35,8 +35,8 @@ import triton.language as tl  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
-from utils.bench import METHOD, copy_bandwidth, gbps, steady_rounds  # noqa: E402
-from utils.softmax import warps_per_sm  # noqa: E402
+from triton_course.bench import METHOD, copy_bandwidth, gbps, steady_rounds  # noqa: E402
+from triton_course.softmax import warps_per_sm  # noqa: E402
 
 M = 4096
 WIDTHS = {"softmax": (512, 1024, 2048, 4096, 8192, 16384), "rmsnorm": (1024, 2048, 4096, 8192, 16384)}

@@ -70,7 +70,7 @@ def steady_ms(fn, input_sets, calls: int) -> tuple[float, bool]:
     """ms per call of back-to-back calls on rotating input sets, each charged for its write-backs.
     Also returns whether the host queued every call before the GPU reached them (no host gaps).
 
-    The recipe of :func:`utils.bench.steady_rounds`, kept open here so that it runs on the very input
+    The recipe of :func:`triton_course.bench.steady_rounds`, kept open here so that it runs on the very input
     sets the per-call methods use and reports the host check that steady_rounds acts on silently."""
     keep = collections.deque(maxlen=len(input_sets))   # outputs rotate through as many buffers as inputs
     for inputs in input_sets:

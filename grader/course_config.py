@@ -1,0 +1,186 @@
+"""``python -m grader config``: make every notebook, the README and the student guide agree with ``course.toml``.
+
+    python -m grader config --check    # list every place that disagrees with course.toml; exit 1 if any
+    python -m grader config --apply    # rewrite them
+
+What it keeps in agreement, in ``solutions/`` and ``notebooks/``: each chapter's header links (Colab,
+ModelScope) and its setup cell (:func:`triton_course.bootstrap.setup_cell`, which names the package and the
+version it serves); in ``README.md``: each chapter's links; in ``README.md`` and ``docs/students.md``: the
+block between ``<!-- course-setup:begin -->`` and ``<!-- course-setup:end -->`` (how a student gets set
+up) and every GitHub repository URL; and ``pyproject.toml``'s version. After ``--apply`` changed ``solutions/``, run
+``python -m grader release`` so that the student notebooks' checksums follow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from grader.course import REPO_ROOT
+from triton_course.bootstrap import setup_cell
+from triton_course.links import (CHAPTERS, NOTEBOOKS_FOLDER, ConfigError, CourseConfig, badges, notebooks_command,
+                         read_config)
+
+BADGES = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\((?P<colab>[^)]*)\)\s*"
+                    r"\[!\[Open in ModelScope\]\([^)]*\)\]\((?P<modelscope>[^)]*)\)")
+BLOCK = re.compile(r"(<!-- course-setup:begin[^>]*-->\n)(.*?)(<!-- course-setup:end -->)", re.S)
+PROJECT_VERSION = re.compile(r'^(version\s*=\s*")([^"]*)(")', re.M)
+SETUP_DOCS = ("README.md", "docs/students.md")
+GITHUB_URL = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+")
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """One place that disagrees with ``course.toml``."""
+
+    path: Path
+    what: str
+
+
+def setup_block(config: CourseConfig) -> str:
+    """How a student gets set up on each platform (the generated block of the README and student guide)."""
+    pin = f"{config.student_package}=={config.version}"
+    copy = f"{notebooks_command(config)}"
+    chapter = f"{NOTEBOOKS_FOLDER}/<id>/<id>.ipynb"
+    return (f"* **Colab:** click a chapter's *Open in Colab* link and run its first cell: it installs the course "
+            f"(`pip install {pin}`) and picks the T4 or the CPU.\n"
+            f"* **ModelScope** (also in mainland China, where GitHub may be out of reach): in a terminal of your "
+            f"instance run `pip install {pin} && {copy}` (pip uses the instance's mirror; add "
+            f"`-i {config.mirror}` where none is set), then open `{chapter}` and run its first cell.\n"
+            f"* **A laptop** (Linux or WSL2, Python 3.11+, a GPU is optional): `pip install {pin} jupyterlab && "
+            f"{copy}`, then `jupyter lab` and open `{chapter}`.\n")
+
+
+def _chapter_of(path: Path) -> str | None:
+    return path.stem if path.stem in CHAPTERS and path.parent.name == path.stem else None
+
+
+def _fixed_notebook(path: Path, config: CourseConfig) -> tuple[nbformat.NotebookNode, list[str]]:
+    """The notebook as ``config`` wants it, and what differed."""
+    nb = nbformat.read(path, as_version=4)
+    chapter = _chapter_of(path)
+    problems = []
+    header = nb.cells[0] if nb.cells and nb.cells[0].cell_type == "markdown" else None
+    if chapter and header is not None:
+        found = BADGES.search(header.source)
+        want = badges(chapter, config)
+        if found is None:
+            problems.append("the header has no Colab/ModelScope links")
+        elif found.group(0) != want:
+            problems.append("the header's Colab/ModelScope links")
+            header.source = header.source[:found.start()] + want + header.source[found.end():]
+    first_code = next((c for c in nb.cells if c.cell_type == "code"), None)
+    if first_code is None:
+        problems.append("no setup cell (no code cell at all)")
+    elif first_code.source != setup_cell(config):
+        problems.append("the setup cell")
+        first_code.source = setup_cell(config)
+    return nb, problems
+
+
+def _fixed_readme_links(text: str, config: CourseConfig) -> tuple[str, list[str]]:
+    problems = []
+    for chapter in CHAPTERS:
+        pattern = re.compile(BADGES.pattern.replace(r"(?P<colab>[^)]*)", rf"(?P<colab>[^)]*/{chapter}\.ipynb)"))
+        found = pattern.search(text)
+        if found is None:
+            continue  # a chapter the README does not list (tests/test_notebooks.py requires every chapter)
+        want = badges(chapter, config)
+        if found.group(0) != want:
+            problems.append(f"the links of {chapter}")
+            text = text[:found.start()] + want + text[found.end():]
+    return text, problems
+
+
+def _fixed_setup_block(text: str, config: CourseConfig) -> tuple[str, list[str]]:
+    found = BLOCK.search(text)
+    if found is None:
+        return text, ["no <!-- course-setup:begin --> ... <!-- course-setup:end --> block"]
+    if found.group(2) == setup_block(config):
+        return text, []
+    return text[:found.start(2)] + setup_block(config) + text[found.end(2):], ["the setup block"]
+
+
+def _fixed_repository_urls(text: str, config: CourseConfig) -> tuple[str, list[str]]:
+    """Every GitHub repository URL of a doc is the course's (the docs name no other repository)."""
+    stale = sorted({u for u in GITHUB_URL.findall(text) if u.rstrip("/").removesuffix(".git") != config.repo_url})
+    return GITHUB_URL.sub(config.repo_url, text) if stale else text, [f"the repository URL {u}" for u in stale]
+
+
+def _fixed_doc(text: str, config: CourseConfig) -> tuple[str, list[str]]:
+    text, block = _fixed_setup_block(text, config)
+    text, urls = _fixed_repository_urls(text, config)
+    return text, block + urls
+
+
+def _fixed_pyproject(text: str, config: CourseConfig) -> tuple[str, list[str]]:
+    found = PROJECT_VERSION.search(text)
+    if found is None:
+        return text, ["no version line"]
+    if found.group(2) == config.version:
+        return text, []
+    return text[:found.start(2)] + config.version + text[found.end(2):], [f"version {found.group(2)}"]
+
+
+def reconcile(root: Path = REPO_ROOT, *, write: bool) -> list[Disagreement]:
+    """Every place under ``root`` that disagrees with ``root/course.toml``; with ``write``, fix each."""
+    config = read_config(root / "course.toml")
+    found: list[Disagreement] = []
+    for folder in ("solutions", "notebooks"):
+        for path in sorted((root / folder).glob("*/*.ipynb")):
+            if _chapter_of(path) is None:
+                continue
+            nb, problems = _fixed_notebook(path, config)
+            found += [Disagreement(path, p) for p in problems]
+            if write and problems:
+                nbformat.write(nb, path)
+    text_fixers = [("README.md", _fixed_readme_links), *((doc, _fixed_doc) for doc in SETUP_DOCS),
+                   ("pyproject.toml", _fixed_pyproject)]
+    for name, fixer in text_fixers:
+        path = root / name
+        if not path.exists():
+            found.append(Disagreement(path, "missing"))
+            continue
+        text, problems = fixer(path.read_text(), config)
+        found += [Disagreement(path, p) for p in problems]
+        if write and problems and text != path.read_text():
+            path.write_text(text)
+    return found
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    root = Path(args.root).resolve() if args.root else REPO_ROOT
+    try:
+        found = reconcile(root, write=args.apply)
+    except ConfigError as exc:
+        print(exc)
+        return 2
+    for d in found:
+        verb = "rewrote" if args.apply else "disagrees with course.toml:"
+        print(f"{verb} {d.path.relative_to(root)}: {d.what}")
+    if args.apply:
+        unfixable = [d for d in reconcile(root, write=False)]
+        for d in unfixable:
+            print(f"cannot fix {d.path.relative_to(root)}: {d.what}")
+        if any(d.path.is_relative_to(root / "solutions") for d in found):
+            print("solutions/ changed: run `python -m grader release` to regenerate the student notebooks")
+        return 1 if unfixable else 0
+    if found:
+        print("run `python -m grader config --apply`")
+    else:
+        print("everything agrees with course.toml")
+    return 1 if found else 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``config`` on the grader's command line."""
+    p = subparsers.add_parser("config", help="make notebooks, README and docs agree with course.toml")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="list what disagrees; exit 1 if anything does")
+    mode.add_argument("--apply", action="store_true", help="rewrite what disagrees")
+    p.add_argument("--root", help="the checkout (default: the one the grader runs from)")
+    p.set_defaults(fn=cmd_config)
