@@ -38,6 +38,21 @@ def test_summary_names_versions_and_mode():
     assert torch.__version__ in s and "Triton interpreter" in s and "NOTE" in s
 
 
+@pytest.mark.parametrize("interpreted, cc, runs", [(True, None, False), (False, (7, 5), False), (False, (8, 6), True),
+                                                   (False, (9, 0), True)])
+def test_bf16_runs_only_on_gpus_that_have_it(interpreted, cc, runs):
+    """bfloat16 is wrong in the interpreter and absent on a T4: both say why; an A10 or H200 runs it."""
+    from triton_course.device import Device
+
+    device = Device(interpreted, torch.device("cpu" if interpreted else "cuda"), "CPU" if interpreted else "Tesla T4",
+                    cc, None, None, None)
+    assert device.bf16 is runs
+    assert (device.bf16_skipped() is None) is runs
+    assert device.dtypes(torch.float32, torch.bfloat16) == ([torch.float32, torch.bfloat16] if runs else [torch.float32])
+    if not runs:
+        assert ("interpreter" if interpreted else "sm_75") in device.bf16_skipped()
+
+
 def test_sizes_shrink_under_the_interpreter():
     assert triton_course.current().pick(gpu=2**26, cpu=2**10) == 2**10
 

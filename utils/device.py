@@ -56,6 +56,28 @@ class Device:
         """``gpu`` on a GPU, ``cpu`` under the interpreter: problem sizes shrink by ~1000x on the CPU."""
         return cpu if self.interpreted else gpu
 
+    @property
+    def bf16(self) -> bool:
+        """Whether bfloat16 kernels run here: a GPU of compute capability 8.0 or newer (Ampere on).
+
+        Triton's interpreter stores bfloat16 as raw 16-bit integers and computes wrong values with them, and
+        a T4 (sm_75) has no bfloat16 arithmetic, so both answer False; :meth:`bf16_skipped` says why."""
+        return self.is_gpu and self.compute_capability is not None and self.compute_capability >= (8, 0)
+
+    def bf16_skipped(self) -> str | None:
+        """Why bfloat16 is skipped on this device (one sentence for a notebook to print), or None if it runs."""
+        if self.bf16:
+            return None
+        if self.interpreted:
+            return ("bfloat16 skipped: Triton's interpreter keeps bfloat16 as raw 16-bit integers and computes wrong "
+                    "values with them, so bfloat16 runs only on a GPU (compute capability 8.0 or newer).")
+        return (f"bfloat16 skipped: the {self.name} (sm_{self.compute_capability[0]}{self.compute_capability[1]}) "
+                "has no bfloat16 arithmetic; it needs compute capability 8.0 or newer (an A10, A100, H100, ...).")
+
+    def dtypes(self, *wanted: torch.dtype) -> list[torch.dtype]:
+        """``wanted`` without bfloat16 where it cannot run (a chapter's sweep over dtypes)."""
+        return [d for d in wanted if d is not torch.bfloat16 or self.bf16]
+
     def notices(self) -> list[str]:
         """Known limits of this device that change what a chapter can show."""
         out = [v.describe() for v in self.versions if not v.tested]
