@@ -50,22 +50,39 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("this records the notebooks on a GPU: it needs a CUDA GPU", file=sys.stderr)
         return 2
-    record: dict[str, object] = {
+    out = Path(args.out)
+    # chapters run earlier keep their entries: each entry says when, on what and by which command it ran
+    record: dict[str, object] = json.loads(out.read_text()) if out.is_file() else {}
+    record.update({
         "chapter": "solution notebooks under nbval on a GPU",
-        "command": ("python results/gpu_nbval.py " + " ".join(args.chapters)).strip(),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+        "command": "python results/gpu_nbval.py [ID ...]  (each notebook's own command, date and versions are in its entry)",
         "method": f"pytest --nbval-lax --nbval-cell-timeout={CELL_TIMEOUT_S} in solutions/<ID>/, a Jupyter "
                   "kernel running every cell of the notebook",
-        "notebooks": {},
-    }
-    out = Path(args.out)
+    })
+    notebooks: dict[str, dict] = record.setdefault("notebooks", {})
+    ran: list[dict] = []
     for chapter in args.chapters or assignments():
-        record["notebooks"][chapter] = run_chapter(chapter)
-        record["summary"] = [f"{c}: {r['result']}" for c, r in record["notebooks"].items()]
+        entry = run_chapter(chapter)
+        entry.update({"command": f"python results/gpu_nbval.py {chapter}",
+                      "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                      "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+                      "commit": _commit()})
+        notebooks[chapter] = entry
+        ran.append(entry)
+        record["date"] = entry["date"]
+        record["device"], record["torch"], record["triton"] = entry["device"], entry["torch"], entry["triton"]
+        record["summary"] = [f"{c}: {r['result']} ({r.get('date', '?')[:10]})" for c, r in sorted(notebooks.items())]
         out.write_text(json.dumps(record, indent=1) + "\n")
-        print(chapter, record["notebooks"][chapter]["result"], flush=True)
-    return 0 if all(r["exit_code"] == 0 for r in record["notebooks"].values()) else 1
+        print(chapter, entry["result"], flush=True)
+    return 0 if all(r["exit_code"] == 0 for r in ran) else 1
+
+
+def _commit() -> str:
+    """The course commit the notebooks ran at ("+" when the tree differed from it)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "solutions", "utils"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return (head or "unknown") + ("+" if dirty else "")
 
 
 if __name__ == "__main__":
