@@ -165,6 +165,7 @@ class CanvasRoster:
 
     students: dict[str, dict[str, str]]
     assignment_columns: list[str]
+    points_possible: dict[str, str]
 
     @classmethod
     def read(cls, path: Path) -> "CanvasRoster":
@@ -174,13 +175,16 @@ class CanvasRoster:
                               "Student, ID, ... Section)")
         header = rows[0]
         section = header.index("Section")
-        students = {}
+        students, points = {}, {}
         for row in rows[1:]:
-            if not row or "Points Possible" in row[0] or not row[1].strip().isdigit():
+            if row and "Points Possible" in row[0]:
+                points = dict(zip(header, row))
+                continue
+            if not row or len(row) < 2 or not row[1].strip().isdigit():
                 continue
             cells = dict(zip(header, row))
             students[row[1].strip()] = {k: cells.get(k, "") for k in CANVAS_HEADER}
-        return cls(students, header[section + 1:])
+        return cls(students, header[section + 1:], points)
 
     def column_for(self, title: str) -> str | None:
         for h in self.assignment_columns:
@@ -223,10 +227,22 @@ def write_canvas(grades: list[Grade], out: Path, titles: dict[str, str], roster:
         for uid in unknown:
             notes.append(f"Canvas user {uid} ({rows[uid]['Student']}) is not in the roster: Canvas will look the id up")
     maxima = {a: max(g.max_points for g in grades if g.assignment == a) for a in assignments}
+    possible = [f"{maxima[a]:.2f}" for a in assignments]
+    for i, (a, column) in enumerate(zip(assignments, columns)):
+        theirs = roster.points_possible.get(column, "").strip() if roster else ""
+        if theirs:  # never change an existing assignment's points through the import
+            possible[i] = theirs
+            try:
+                differs = abs(float(theirs.replace(",", ".")) - maxima[a]) > 1e-9
+            except ValueError:
+                differs = True
+            if differs:
+                notes.append(f"{a}: Canvas's {column!r} is worth {theirs} points and the grades are out of "
+                             f"{maxima[a]:g}: change its points in Canvas first, or the grades mean something else")
     with out.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(CANVAS_HEADER + columns)
-        w.writerow([CANVAS_POINTS_POSSIBLE, "", "", "", ""] + [f"{maxima[a]:.2f}" for a in assignments])
+        w.writerow([CANVAS_POINTS_POSSIBLE, "", "", "", ""] + possible)
         for uid, row in sorted(rows.items(), key=lambda kv: (kv[1]["Student"].lower(), kv[0])):
             cells = [_safe(row["Student"]), uid, row["SIS User ID"], row["SIS Login ID"], row["Section"]]
             w.writerow(cells + [_fmt(row["grades"][a].points) if a in row["grades"] else "" for a in assignments])

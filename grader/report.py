@@ -49,7 +49,7 @@ _BANDWIDTH = re.compile(
     rf"(?P<what>[^\n]+?): (?P<achieved>{_NUMBER}) GB/s; target (?P<percent>{_NUMBER})% of this GPU's copy "
     rf"bandwidth \((?P<ceiling>{_NUMBER}) GB/s\) = (?P<target>{_NUMBER}) GB/s(?P<passed>: passed)?")
 _TFLOPS = re.compile(
-    rf"(?P<what>[^\n]+?): (?P<achieved>{_NUMBER}) TFLOP/s = (?P<ratio>{_NUMBER})% of (?P<baseline>[^\n(]+?) "
+    rf"(?P<what>[^\n]+?): (?P<achieved>{_NUMBER}) TFLOP/s = (?P<ratio>{_NUMBER})% of (?P<baseline>[^\n]+?) "
     rf"\((?P<baseline_tflops>{_NUMBER}) TFLOP/s\); target (?P<percent>{_NUMBER})%(?P<passed>: passed)?")
 _PERF_CALLS = ("bandwidth_points(", "tflops_points(")
 _NOT_GRADED = "NOT GRADED"
@@ -170,6 +170,8 @@ def load_class(dirs: list[Path]) -> list[GradedSubmission]:
         by_key: dict[tuple[str, str], list[GradeRecord]] = defaultdict(list)
         for r in records:
             by_key[(r.student, r.assignment)].append(r)
+        for path in sorted((d / "records").glob("*/*.json")):  # graded, even if grades.json was not written
+            by_key.setdefault((path.stem, path.parent.name), [])
         for (student, assignment), recs in by_key.items():
             sub = GradedSubmission(student, assignment, recs, folder=str(d))
             path = d / "records" / assignment / f"{student}.json"
@@ -190,6 +192,8 @@ def load_class(dirs: list[Path]) -> list[GradedSubmission]:
             else:  # only grades.json: the notes are the NOTE lines appended to every message
                 note = next((r.message.split("NOTE: ", 1)[1] for r in recs if "NOTE: " in r.message), "")
                 sub.notes = [n for n in note.split(" | ") if n]
+            if not sub.records:
+                continue
             if not sub.performance:
                 graded = d / "work" / assignment / student / f"{assignment}.ipynb"
                 if graded.is_file():
@@ -457,6 +461,9 @@ def render(subs: list[GradedSubmission], dirs: list[Path]) -> str:
             continue
         any_perf = True
         w(f"<h3>{_e(a)}</h3>")
+        if measured and any(str(s.run.get("gpu", "")).startswith("none") for s in group):
+            w("<p><strong>Measured under Triton's interpreter</strong> (the course's own tests time the protocol "
+              "on the CPU): these figures say nothing about speed.</p>")
         if measured:
             w(f"<img class='plot' alt='measured speed of {_e(a)} against its target' "
               f"src='{performance_plot(measured, a)}'>")
