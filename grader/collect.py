@@ -30,7 +30,8 @@ Names the LMSs give the files of a download (checked against their source code, 
 A student's folder in ``SUBMITTED`` is ``<name>_<lms><id>`` (``doejane_canvas12345``,
 ``janedoe_moodle678``, ``anon_canvasanonXy12Z``): the LMS id is part of it, so two students who share a
 name are two folders, whatever else happens to the files, and every later step (autograde, report,
-export) can read the id back (:func:`identity_of`). Names are reduced to ``[a-z0-9.-]``.
+export) can read the id back (:func:`identity_of`). Names are reduced to ``[a-z0-9.-]`` and, next to an
+id, to :data:`NAME_PART_MAX` characters (the full name is in the report).
 
 Each notebook is validated against the released notebook of the assignment: it must parse as a
 notebook and contain cells of this assignment (by nbgrader grade id, cell id or the source of locked
@@ -94,6 +95,12 @@ class Collected:
     problems: list[str] = field(default_factory=list)
 
 
+#: Longest name part of a student folder that holds an LMS id. The folder ends up in paths the grader
+#: makes (the sandbox's Unix sockets among them, whose paths are limited to 107 bytes), so it stays short;
+#: the id, not the name, tells students apart.
+NAME_PART_MAX = 12
+
+
 def _slug(name: str) -> str:
     return _UNSAFE.sub("", name.lower()).strip(".")
 
@@ -118,7 +125,7 @@ def identify(entry: str) -> Identity | None:
             return Identity(f"anon_canvasanon{m['id']}", "canvas", m["id"], "canvas_anonymous_id", "", bool(m["late"]))
         m = _CANVAS.match(first)
         if m:
-            slug = _slug(m["name"]) or "student"
+            slug = _slug(m["name"])[:NAME_PART_MAX] or "student"
             return Identity(f"{slug}_canvas{m['id']}", "canvas", m["id"], "canvas_user_id", m["name"], bool(m["late"]))
     stem = first if len(parts) > 1 else path.stem
     sid = _slug(stem.split("_")[0])
@@ -127,7 +134,7 @@ def identify(entry: str) -> Identity | None:
 
 def _moodle(m: re.Match) -> Identity:
     name = m["name"].strip()
-    slug = _slug(name) or "participant"
+    slug = _slug(name)[:NAME_PART_MAX] or "participant"
     return Identity(f"{slug}_moodle{m['id']}", "moodle", m["id"], "moodle_participant_id", name)
 
 

@@ -3,7 +3,8 @@
 One self-contained HTML file (no script, no external file; plots are PNGs made with matplotlib and
 embedded as ``data:`` URIs) with, for the autograde output folders given:
 
-* **hidden tests**: the pass rate of every hidden test, per assignment (a table and a bar chart);
+* **hidden tests**: the pass rate of every hidden test, per assignment (a table and a bar chart), and
+  why tests were not passed (the first line of each message, with the students);
 * **points**: the distribution of each assignment's total points (a histogram), with the points that
   could not be graded on the grading machine said separately;
 * **speed**: every performance check's measured figure (GB/s, or TFLOP/s for the matmul chapter)
@@ -389,6 +390,19 @@ def test_pass_rates(subs: list[GradedSubmission]) -> list[dict[str, Any]]:
     return rows
 
 
+def failure_reasons(subs: list[GradedSubmission]) -> list[tuple[tuple[str, str], list[str]]]:
+    """(test, first line of its message) -> students, for every test not passed, most frequent first."""
+    reasons: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for s in subs:
+        for r in s.records:
+            if r.status in ("failed", "partial", "error", "timeout"):
+                text = r.message.split("\nNOTE: ", 1)[0].strip()
+                line = text.splitlines()[0] if text else "(no message)"
+                line = line if len(line) <= 240 else line[:240].rsplit(" ", 1)[0] + " …"
+                reasons[(r.grade_id, line)].append(s.student)
+    return sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
 def render(subs: list[GradedSubmission], dirs: list[Path]) -> str:
     """The HTML page for these graded submissions."""
     out: list[str] = []
@@ -432,6 +446,15 @@ def render(subs: list[GradedSubmission], dirs: list[Path]) -> str:
                   f"<td class='num'>{c.get(st, 0)}</td>"
                   for st in ("passed", "partial", "failed", "error", "timeout", "not_graded", "missing")) + "</tr>")
         w("</table>")
+        reasons = failure_reasons(group)
+        if reasons:
+            w("<h4>Why tests were not passed</h4><table><tr><th>test</th><th>message (first line)</th>"
+              "<th>submissions</th><th>students</th></tr>")
+            for (gid, line), students in reasons:
+                shown = ", ".join(students[:5]) + (f" and {len(students) - 5} more" if len(students) > 5 else "")
+                w(f"<tr><td><code>{_e(gid)}</code></td><td><pre>{_e(line)}</pre></td>"
+                  f"<td class='num'>{len(students)}</td><td>{_e(shown)}</td></tr>")
+            w("</table>")
     w("</section>")
 
     w("<section id='points'><h2>Distribution of points</h2>")

@@ -125,3 +125,11 @@ def test_collect_from_a_folder(tmp_path):
     assert (tmp_path / "submitted" / "dana" / A / f"{A}.ipynb").exists()
     saved = json.loads((tmp_path / "submitted" / "collect_report.json").read_text())
     assert saved["students"]["dana"]["lms"] == "" and saved["students"]["dana"]["lms_id"] == ""
+
+
+def test_a_long_name_gives_a_short_folder_and_keeps_the_full_name():
+    """The folder ends up in the grader's socket paths (at most 107 bytes): the id tells students apart."""
+    ident = identify("Maria Fernanda Gonzalez Rodriguez_1234567_assignsubmission_file/03_vector_add.ipynb")
+    assert ident.folder == "mariafernand_moodle1234567" and ident.name == "Maria Fernanda Gonzalez Rodriguez"
+    assert identify("gonzalezrodriguezmariafernanda_10000000012345_1_x.ipynb").folder == \
+        "gonzalezrodr_canvas10000000012345"

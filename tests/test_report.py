@@ -29,14 +29,14 @@ from grader.__main__ import main
 from grader.course import EXAMPLE_SUBMISSIONS, SOLUTIONS
 from grader.examples import apply_answers, parse_answers
 from grader.judge_timing import TIME_ON_CPU_ENV
-from grader.report import GradedSubmission, flags, load_class, parse_verdict, render
+from grader.report import GradedSubmission, failure_reasons, flags, load_class, parse_verdict, render
 from grader.results import GradeRecord, write_json
 from tests.conftest import ROOT
 from triton_course.checks import CheckFailed
 from triton_course.grading import bandwidth_verdict
 
 A = "03_vector_add"
-HOSTILE_ID = "mallory<img src=x onerror=document.title=42>"
+HOSTILE_ID = "m<img src=x onerror=alert(9)>"  # short: the grader's socket paths hold the student id
 HOSTILE_TEXT = "<script>document.title='pwned-message'</script><b id='injected'>bold</b>"
 HOSTILE_ADD = f'''def add(x, y):
     raise RuntimeError("{HOSTILE_TEXT}")
@@ -85,17 +85,18 @@ def test_records_keep_the_measured_speed_and_the_report_flags_the_cheat(graded_c
     csv_path = graded_class["tmp"] / "totals.csv"
     assert main(["report", str(out), "--html", str(html_path), "--csv", str(csv_path)]) == 0
     printed = capsys.readouterr().out
-    assert "ada_correct" in printed and "2 flagged for review" in printed  # the text totals are kept
+    assert "ada_correct" in printed and "1 flagged for review" in printed  # the text totals are kept
     assert "ada_correct" in csv_path.read_text()
     subs = load_class([out])
     found = {f.student: f for f in flags(subs)}
-    assert set(found) == {"fay_torch_result", HOSTILE_ID}
+    assert set(found) == {"fay_torch_result"}  # a kernel that raises is wrong, not suspicious
     assert "work not done by the kernel" in found["fay_torch_result"].kinds
     assert any("computed with PyTorch" in e for e in found["fay_torch_result"].evidence)
-    assert any(HOSTILE_TEXT in e for e in found[HOSTILE_ID].evidence)
+    reasons = dict(failure_reasons(subs))
+    assert any(HOSTILE_TEXT in line and students == [HOSTILE_ID] for (_, line), students in reasons.items())
     page = html_path.read_text()
     assert HOSTILE_TEXT not in page and "<script" not in page and HOSTILE_ID not in page
-    assert "mallory&lt;img src=x onerror=document.title=42&gt;" in page
+    assert "m&lt;img src=x onerror=alert(9)&gt;" in page
     assert "Measured under Triton's interpreter" in page
 
 
@@ -116,6 +117,7 @@ def test_report_page_in_chromium(graded_class):
             problems: list[str] = []
             page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("dialog", lambda d: (problems.append(f"a script ran: {d.type} {d.message}"), d.dismiss()))
             page.goto(html_path.as_uri())
             page.wait_for_load_state("load")
             try:
@@ -130,8 +132,9 @@ def test_report_page_in_chromium(graded_class):
                 # the hostile id and message are shown as text, and nothing of them ran or became an element
                 assert page.title() == "Grading report"
                 assert page.evaluate("() => document.querySelectorAll('script, #injected, img[src=\"x\"]').length") == 0
+                tests = page.locator("section#tests").inner_text()
+                assert HOSTILE_ID in tests and HOSTILE_TEXT in tests  # why its tests failed, as text
                 flagged = page.locator("section#flagged").inner_text()
-                assert HOSTILE_ID in flagged and HOSTILE_TEXT in flagged
                 assert "fay_torch_result" in flagged and "computed with PyTorch" in flagged
                 assert HOSTILE_ID in page.locator("section#totals").inner_text()
                 speed = page.locator("section#speed").inner_text()
