@@ -170,7 +170,7 @@ def validate(data: bytes, assignment: str) -> tuple[bool, list[str]]:
     release = nbformat.read(student_notebook(assignment), as_version=4)
     notes, looks_right = repair_notebook(nb, release)
     if not looks_right:
-        return False, [f"not a notebook of {assignment}: none of its cells are in the release"] + notes
+        return False, [f"not a notebook of {assignment}: none of its cells are in the release"]
     return True, notes
 
 

@@ -14,14 +14,13 @@ Formats, and the documentation followed:
   names it, ``<title> (<assignment id>)``, and a second row ``    Points Possible``. Canvas matches each
   row by ``ID`` (the Canvas user id of the download's file names), then SIS User ID, SIS Login ID, then
   the name; a column whose title matches no assignment creates one, with the points of the Points
-  Possible row; an empty cell leaves the grade as it is (no submission is not a 0). Followed: Instructure's
-  guide "How do I import grades in the Gradebook?"
-  (https://community.canvaslms.com/t5/Instructor-Guide/How-do-I-import-grades-in-the-Gradebook/ta-p/807),
-  as summarised by Ohio State's "Import CSV File for Carmen Grades"
+  Possible row; an empty cell leaves the grade as it is (no submission is not a 0). Followed: Canvas's
+  own importer and exporter, ``lib/gradebook_importer.rb`` and ``lib/gradebook_exporter.rb`` in
+  github.com/instructure/canvas-lms (header detection, ID matching, the Points Possible row, blank
+  cells), and Ohio State's "Import CSV File for Carmen Grades"
   (https://teaching.resources.osu.edu/toolsets/carmencanvas/guides/calculating-final-grades/import-csv-file-carmen-grades),
-  and Canvas's own importer and exporter, ``lib/gradebook_importer.rb`` and ``lib/gradebook_exporter.rb``
-  in github.com/instructure/canvas-lms (header detection, ID matching, the Points Possible row, blank
-  cells). Roster: Canvas's gradebook export (Grades > Export), for the SIS columns, the section and the
+  which follows Instructure's "How do I import grades in the Gradebook?"
+  (https://community.canvaslms.com/t5/Instructor-Guide/How-do-I-import-grades-in-the-Gradebook/ta-p/807). Roster: Canvas's gradebook export (Grades > Export), for the SIS columns, the section and the
   assignment's column title with its id.
 * ``moodle``: the assignment's offline grading worksheet, uploaded with "Upload grading worksheet"
   (enable the "Offline grading worksheet" feedback type in the assignment's settings): ``Identifier``
@@ -132,7 +131,7 @@ def load_grades(dirs: list[Path], submitted: list[Path] = ()) -> tuple[list[Grad
     max_by_assignment = {g.assignment: g.max_points for g in grades}
     for (folder, assignment), info in sorted(rejected.items()):
         if (folder, assignment) not in seen and assignment in max_by_assignment:
-            why = "; ".join(info.get("problems", [])[:2]) or ", ".join(info.get("sources", []))
+            why = (info.get("problems") or [", ".join(info.get("sources", []))])[0]
             grades.append(Grade(identity_of(folder, mapping), assignment, None, max_by_assignment[assignment], 0.0,
                                 f"rejected at collection ({why})"))
     return grades, twins
@@ -223,6 +222,9 @@ def write_canvas(grades: list[Grade], out: Path, titles: dict[str, str], roster:
         for uid, cells in roster.students.items():
             row = rows.setdefault(uid, {**cells, "grades": {}})
             row.update({k: v for k, v in cells.items() if k != "ID"})
+        blank = [row["Student"] for row in rows.values() if not row["grades"]]
+        if blank:
+            notes.append(f"{len(blank)} student(s) of the roster have no grade here: empty cells ({'; '.join(blank[:10])})")
         unknown = [uid for uid in rows if uid not in roster.students]
         for uid in unknown:
             notes.append(f"Canvas user {uid} ({rows[uid]['Student']}) is not in the roster: Canvas will look the id up")
@@ -299,6 +301,10 @@ def write_moodle(grades: list[Grade], out: Path, roster: dict[str, dict[str, str
                 row = rows.setdefault(pid, {"grade": None})
                 for k in ("Full name", "Email address", "Status", "Last modified (submission)"):
                     row[k] = cells.get(k, row.get(k, ""))
+            blank = [row["Full name"] for row in rows.values() if row["grade"] is None]
+            if blank:
+                notes.append(f"{len(blank)} participant(s) of the worksheet have no grade here: empty Grade "
+                             f"({'; '.join(blank[:10])})")
             for pid in rows:
                 if pid not in roster:
                     notes.append(f"Participant {pid} ({rows[pid]['Full name']}) is not in the worksheet given as "
