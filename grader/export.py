@@ -276,9 +276,10 @@ def moodle_time(when: dt.datetime) -> str:
 def write_moodle(grades: list[Grade], out: Path, roster: dict[str, dict[str, str]] | None,
                  now: dt.datetime | None = None) -> Export:
     assignments = sorted({g.assignment for g in grades})
-    if len(assignments) > 1:
-        out.mkdir(parents=True, exist_ok=True)
-        targets = {a: out / f"moodle-worksheet-{a}.csv" for a in assignments}
+    if len(assignments) > 1:  # one worksheet per assignment, in a folder (``x.csv`` -> folder ``x``)
+        folder = out.parent / out.stem if out.suffix else out
+        folder.mkdir(parents=True, exist_ok=True)
+        targets = {a: folder / f"moodle-worksheet-{a}.csv" for a in assignments}
     else:
         targets = {assignments[0]: out} if assignments else {}
     stamp = moodle_time(now or dt.datetime.now())

@@ -97,15 +97,19 @@ def performance_of(notebook: bytes | None) -> list[dict[str, Any]]:
     its verdict (``what``, ``unit``, ``achieved``, ``target``, ``ceiling``, ``fraction``, ``passed``), the
     first line of its output, and the timed rounds the grader kept for it (``course_grader.timing``) with
     the best verified time per call. Never raises: an unreadable notebook gives []."""
-    if not notebook:
-        return []
-    try:
-        import nbformat
-
-        nb = nbformat.reads(notebook.decode("utf-8"), as_version=4)
+    try:  # called as each record is saved: whatever is in the notebook, grading goes on
+        return _performance_of(notebook)
     except Exception:
         return []
-    rounds = nb.metadata.get("course_grader", {}).get("timing", []) or []
+
+
+def _performance_of(notebook: bytes | None) -> list[dict[str, Any]]:
+    if not notebook:
+        return []
+    import nbformat
+
+    nb = nbformat.reads(notebook.decode("utf-8"), as_version=4)
+    rounds = [r for r in nb.metadata.get("course_grader", {}).get("timing", []) or [] if isinstance(r, dict)]
     entries = []
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})

@@ -211,3 +211,20 @@ def test_formula_like_names_are_not_formulas(tmp_path):
     assert _rows(tmp_path / "c.csv")[2][0].startswith("'=")
     with pytest.raises(ExportError, match="no grades.json"):
         export([tmp_path / "s"], "canvas", tmp_path / "d.csv")
+
+
+def test_moodle_worksheets_one_per_assignment(tmp_path):
+    dirs = []
+    for a, pid in (("03_vector_add", "501"), ("04_gelu", "733")):
+        d = tmp_path / a
+        d.mkdir()
+        (d / "grades.json").write_text(
+            f'[{{"student": "janedoe_moodle{pid}", "assignment": "{a}", "grade_id": "t", "points": 2.0, '
+            '"max_points": 3.0, "status": "partial", "message": ""}]')
+        dirs.append(d)
+    result = export(dirs, "moodle", tmp_path / "sheets.csv")
+    assert sorted(p.name for p in (tmp_path / "sheets").iterdir()) == ["moodle-worksheet-03_vector_add.csv",
+                                                                      "moodle-worksheet-04_gelu.csv"]
+    assert _rows(tmp_path / "sheets" / "moodle-worksheet-04_gelu.csv")[1][:6] == \
+        ["Participant 733", "janedoe", "", "", "2.00", "3.00"]
+    assert len(result.files) == 2

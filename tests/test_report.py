@@ -29,7 +29,8 @@ from grader.__main__ import main
 from grader.course import EXAMPLE_SUBMISSIONS, SOLUTIONS
 from grader.examples import apply_answers, parse_answers
 from grader.judge_timing import TIME_ON_CPU_ENV
-from grader.report import GradedSubmission, failure_reasons, flags, load_class, parse_verdict, render
+from grader.report import (GradedSubmission, failure_reasons, flags, load_class, parse_verdict, performance_of,
+                           render)
 from grader.results import GradeRecord, write_json
 from tests.conftest import ROOT
 from triton_course.checks import CheckFailed
@@ -202,3 +203,17 @@ def test_no_script_can_come_from_a_record():
     sub = GradedSubmission(evil, A, [GradeRecord(evil, A, "test_add_ragged", 0, 2, "error", evil)], notes=[evil])
     page = render([sub], [Path(evil)])
     assert "<script>" not in page and "&lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_performance_of_never_stops_grading():
+    """It runs as each record is saved: a notebook it cannot read gives [], never an exception."""
+    assert performance_of(None) == [] and performance_of(b"{not json") == []
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("bandwidth_points(add, ...)")])
+    nb.cells[0].metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "test_add_bandwidth",
+                                        "points": 2}
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text=bandwidth_verdict(
+        3712.4, 0.75, 4267.0, "add on 2^26 float32 elements") + "\n")]
+    nb.metadata["course_grader"] = {"timing": ["junk", {"what": "add on 2^26 float32 elements", "calls": 256,
+                                                         "reported_ms": 25.6}]}
+    (entry,) = performance_of(nbformat.writes(nb).encode())
+    assert entry["achieved"] == 3712 and entry["best_ms_per_call"] == 0.1 and len(entry["rounds"]) == 1
