@@ -6,7 +6,8 @@ Modules, one job each:
 * :mod:`grader.settings`   -- the nbgrader configuration shared by every command;
 * :mod:`grader.nbgrader_cli` -- runs one nbgrader command in a course directory;
 * :mod:`grader.release`    -- regenerates ``notebooks/`` from ``solutions/`` (and checks for drift);
-* :mod:`grader.collect`    -- unpacks an LMS zip into ``submitted/<student>/<assignment>/``, validating each notebook;
+* :mod:`grader.collect`    -- unpacks an LMS zip into ``submitted/<student>/<assignment>/``, validating each notebook
+  and keeping each student's LMS id;
 * :mod:`grader.autograde`  -- grades submissions (one picklable job each, any Executor), resumable, verified;
 * :mod:`grader.repair`     -- checks a submission against the release: stripped metadata, deleted tests;
 * :mod:`grader.records`    -- per-submission record files (resuming a run) and the files no one may change;
@@ -14,8 +15,10 @@ Modules, one job each:
 * :mod:`grader.execute`    -- nbgrader's Execute step with a trusted-state guard, crash recovery, output cap;
 * :mod:`grader.feedback`   -- feedback HTML without the hidden tests;
 * :mod:`grader.results`    -- grade records, ``grades.json``, the totals CSV and the summary table;
+* :mod:`grader.report`     -- the instructor's HTML page: pass rates, points, speed against target, flags;
+* :mod:`grader.export`     -- grades in the file Canvas or Moodle imports, matched by their ids;
 * :mod:`grader.examples`   -- builds example submissions from answer files (demo and tests);
-* :mod:`grader.__main__`   -- the command line: ``python -m grader {release,collect,autograde,report,demo}``.
+* :mod:`grader.__main__`   -- the command line: ``python -m grader {release,collect,autograde,report,export,demo}``.
 
 The instructor's guide is ``docs/instructors.md``.
 """

@@ -7,7 +7,12 @@
                               [--force] [--timeout S] [--cell-timeout S] [--no-feedback] [--no-progress]
                               [--unsandboxed]
                                                      grade: DIR/grades.json, grades.csv, feedback/, records/
-    python -m grader report DIR [DIR ...]            one table of every student's totals over several runs
+    python -m grader report DIR [DIR ...] [--csv FILE] [--html FILE]
+                                                     every student's totals over several runs; --html: the
+                                                     instructor's page (pass rates, points, speed, flags)
+    python -m grader export DIR [DIR ...] --format canvas|moodle|csv [--out FILE] [--submitted SUBMITTED ...]
+                              [--roster FILE] [--title ASSIGNMENT=TITLE ...] [--allow-not-graded]
+                                                     grades in a file the LMS imports, matched by its ids
     python -m grader demo [--out DIR] [--assignment ID ...]
                                                      release, build the example submissions, grade them
 """
@@ -95,6 +100,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
         mark = "ok " if c.accepted else "-- "
         print(f"{mark}{c.student or '?':<16} {c.source}" + "".join(f"\n      {p}" for p in c.problems))
     n = len({c.student for c in report if c.accepted})
+    from grader.collect import read_report
+
+    for group in read_report(Path(args.out)).get("same_name", []):
+        print(f"same name, different LMS ids, kept apart: {', '.join(group)}")
     print(f"{n} submission(s) of {args.assignment} under {args.out}; details in {Path(args.out) / 'collect_report.json'}")
     return 0 if n else 1
 
@@ -105,6 +114,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.csv:
         write_csv(records, Path(args.csv))
         print(f"totals: {args.csv}")
+    if args.html:
+        from grader.report import flags, write_html
+
+        subs = write_html([Path(d) for d in args.dirs], Path(args.html))
+        print(f"report: {args.html} ({len(subs)} submission(s), {len(flags(subs))} flagged for review)")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from grader.export import ExportError, export, parse_titles
+
+    out = Path(args.out or f"grades-{args.format}.csv")
+    try:
+        result = export([Path(d) for d in args.dirs], args.format, out,
+                        submitted=[Path(s) for s in args.submitted or []],
+                        roster=Path(args.roster) if args.roster else None, titles=parse_titles(args.title or []),
+                        allow_not_graded=args.allow_not_graded)
+    except ExportError as exc:
+        print(f"export: {exc}", file=sys.stderr)
+        return 2
+    for line in result.notes:
+        print(line)
+    for line in result.left_out:
+        print(f"left out: {line}")
+    print(f"wrote {result.rows} student row(s) to {', '.join(map(str, result.files))}")
     return 0
 
 
@@ -158,7 +192,21 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser("report", help="totals of one or more autograde output folders")
     rp.add_argument("dirs", nargs="+")
     rp.add_argument("--csv", help="also write the totals here")
+    rp.add_argument("--html", help="write the instructor's page here (one self-contained HTML file)")
     rp.set_defaults(fn=cmd_report)
+
+    ex = sub.add_parser("export", help="grades in a file Canvas or Moodle imports (or a plain CSV)")
+    ex.add_argument("dirs", nargs="+", help="autograde output folders")
+    ex.add_argument("--format", required=True, choices=("canvas", "moodle", "csv"))
+    ex.add_argument("--out", help="the file to write (moodle with several assignments: a folder); "
+                                  "default grades-FORMAT.csv")
+    ex.add_argument("--submitted", action="append",
+                    help="a folder written by `collect` (its collect_report.json has the names); repeatable")
+    ex.add_argument("--roster", help="the LMS's own export: Canvas's gradebook CSV, or Moodle's grading worksheet")
+    ex.add_argument("--title", action="append", help="ASSIGNMENT=TITLE: the assignment's title in Canvas")
+    ex.add_argument("--allow-not-graded", action="store_true",
+                    help="write grades whose performance checks were not graded (no GPU) as 0 for those points")
+    ex.set_defaults(fn=cmd_export)
 
     d = sub.add_parser("demo", help="release, build the example submissions and grade them")
     d.add_argument("--out")

@@ -484,8 +484,10 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
                         res.notes.append("a notebook graded at the same time as this one changed files outside its "
                                          f"workspace ({', '.join(changed[:3])}); the grader put them back")
                     _save_outputs(out, s, res, protected)
+                    from grader.report import performance_of  # speed figures, kept for `grader report`
                     record = {"sha256": sha256(snapshot[s]), "records": [asdict(r) for r in res.records],
-                              "notes": res.notes, "seconds": res.seconds, "run": {**run, **res.meta}}
+                              "notes": res.notes, "seconds": res.seconds, "run": {**run, **res.meta},
+                              "performance": performance_of(res.autograded)}
                     protected.write(record_path(out, s.assignment, s.student), sign_record(record, secret))
                     results[s] = _with_notes(res.records, res.notes)
                     if on_done:
