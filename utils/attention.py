@@ -593,7 +593,7 @@ def causal_block_sweep(attention: Callable, kernel, blocks: list[tuple[int, int]
 
 
 def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, int], tuple[float, float]], str]:
-    """Recorded causal / non-causal times per autotune configuration at (n, d), float16, Z = 4,
+    """Recorded causal / non-causal times per block configuration at (n, d), float16, Z = 4,
     H = 2048 // d: ``{(BLOCK_M, BLOCK_N, num_warps, num_stages): (ms_full, ms_causal)}`` and where they were
     recorded. Empty when results/09_attention.json is not in this copy or lacks the size."""
     from .gpus import recorded
@@ -603,7 +603,7 @@ def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, in
         return {}, source
     found: dict[bool, dict] = {}
     for row in data.get("sizes", []):
-        if row["N"] == n and row["D"] == d:
+        if row["N"] == n and row["D"] == d and row.get("dtype", "float16") == "float16":
             found[row["causal"]] = row.get("config_ms", {})
     out = {}
     for cfg, ms in found.get(False, {}).items():
