@@ -2,29 +2,29 @@
 on the cases the hidden tests use, each named hint fires on the mistake it names and stays silent on another,
 each example submission fails the test it should -- at the interpreter's block sizes and, for the mistakes
 that only long sequences or the diagonal block expose (no online-softmax rescale, a causal bound in whole
-blocks), at every block size the GPU autotuner tries -- and the causal-skipping experiment counts the key
-blocks the kernel really visits."""
+blocks), at every launch configuration a GPU uses (block sizes, and Hopper's TMA and warp-specialised paths,
+which the interpreter emulates) -- and the causal-skipping experiment counts the key blocks the kernel really
+visits."""
 
 from __future__ import annotations
 
 import functools
 import math
-import types
 import zlib
 
 import nbformat
 import pytest
 import torch
-import triton
 
 from grader.autograde import find_submissions, grade_all
 from grader.course import solution_notebook
 from grader.examples import build_submissions
 from grader.notebook_code import load_namespace
 from tests.conftest import ROOT, run_with_answers
-from triton_course.attention import (ATTENTION_HINTS, COPY_HINTS, attention_reference, causal_block_sweep,
-                             check_base_offset, check_row_offset, check_split, copy_reference, recorded_causal_ratios,
-                             tiles_visited)
+from triton_course.attention import (AMPERE_CONFIGS, ATTENTION_HINTS, COPY_HINTS, INTERPRETER_CONFIG,
+                                     TURING_CONFIG, AttentionConfig, attention_reference, causal_block_sweep,
+                                     check_base_offset, check_row_offset, check_split, copy_reference, launch_config,
+                                     pinned_config, recorded_causal_ratios, tiles_visited)
 from triton_course.checks import CheckFailed, check
 
 CHAPTER = "09_attention"
@@ -33,8 +33,22 @@ ATTENTION_TESTS = ["test_attention_one_batch", "test_attention_batches_and_heads
 #: Hidden tests whose cases span several key blocks even at the GPU's largest BLOCK_N (128).
 LONG_TESTS = ["test_attention_one_batch", "test_attention_batches_and_heads", "test_attention_causal",
               "test_attention_fp16"]
-#: (BLOCK_M, BLOCK_N) of the solution's GPU autotune configurations (attention_configs() off the interpreter).
-GPU_BLOCKS = [(64, 64), (128, 64), (128, 128)]
+
+
+def hopper_configs() -> dict:
+    """The solution's HOPPER_CONFIGS table, read from its attention cell."""
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    src = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "attention")
+    ns = {"AttentionConfig": AttentionConfig}
+    exec(src[:src.index("@triton.jit")], ns)
+    return ns["HOPPER_CONFIGS"]
+
+
+#: (BLOCK_M, BLOCK_N) of every configuration a GPU launches: the solution's Hopper table, Ampere's and Turing's.
+GPU_BLOCKS = sorted({(c.block_m, c.block_n) for c in (*hopper_configs().values(), *AMPERE_CONFIGS.values(),
+                                                       TURING_CONFIG)})
+#: The Hopper table's configurations with their TMA and warp-specialisation switches (emulated on the CPU).
+HOPPER_PATHS = sorted(set(hopper_configs().values()), key=str)
 
 
 @pytest.fixture(scope="module")
@@ -126,16 +140,31 @@ def test_examples_fail_for_the_right_reason(tmp_path):
         assert status(student, "test_split_program_id") == "passed"
 
 
-def test_the_solution_tunes_over_the_gpu_blocks_these_tests_assume():
-    """GPU_BLOCKS below must follow the solution's autotune list, and the hidden tests' long N exceed it."""
+def test_the_gpu_configurations_fit_what_these_tests_assume():
+    """Every GPU configuration has BLOCK_M a multiple of BLOCK_N (the causal stages rely on it), and the hidden
+    tests' long N spans more than three key blocks of the largest BLOCK_N, so a missing rescale shows."""
+    assert all(bm % bn == 0 for bm, bn in GPU_BLOCKS)
+    assert set(hopper_configs()) == {(64, False), (64, True), (128, False), (128, True)}
     nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
-    src = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "attention")
-    ns = {"triton": triton, "device": types.SimpleNamespace(interpreted=False)}
-    exec(src[:src.index("@triton.jit")], ns)
-    blocks = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in ns["attention_configs"]()}
-    assert blocks == set(GPU_BLOCKS)
     judge = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "judge_attention")
-    assert "LONG_N = 3 * 128 + 17" in judge and max(bn for _, bn in GPU_BLOCKS) == 128
+    assert "LONG_N = 3 * 128 + 17" in judge and max(bn for _, bn in GPU_BLOCKS) <= 128
+
+
+def test_launch_config_falls_back_where_tma_cannot_run(ns):
+    """The interpreter and non-Hopper GPUs get pointer loads; a pinned TMA configuration keeps TMA on the CPU
+    only for layouts a descriptor can address, and warp specialisation only without a causal mask and with N a
+    multiple of BLOCK_N."""
+    q = torch.randn(2, 3, 64, 16)
+    assert launch_config(q, q, q, False, ns["HOPPER_CONFIGS"]) == INTERPRETER_CONFIG
+    hopper = AttentionConfig(64, 32, 4, 2, tma=True, warp_spec=True)
+    with pinned_config(hopper):
+        assert launch_config(q, q, q, False, ns["HOPPER_CONFIGS"]) == hopper
+        assert launch_config(q, q, q, True, ns["HOPPER_CONFIGS"]).warp_spec is False
+        ragged = torch.randn(2, 3, 60, 16)
+        assert launch_config(ragged, ragged, ragged, False, ns["HOPPER_CONFIGS"]).warp_spec is False
+        odd = torch.randn(2, 3, 64, 17)[..., :16]          # rows 17 floats apart: not 16-byte aligned
+        assert launch_config(odd, odd, odd, False, ns["HOPPER_CONFIGS"]).tma is False
+    assert launch_config(q, q, q, False, ns["HOPPER_CONFIGS"]) == INTERPRETER_CONFIG   # the pin is gone
 
 
 @functools.cache
@@ -170,20 +199,18 @@ def executed_with(student: str) -> tuple[dict, dict[str, str]]:
 
 
 def outcomes_at_blocks(ns: dict, tests: dict[str, str], block_m: int, block_n: int,
-                       only: list[str]) -> dict[str, str]:
+                       only: list[str], config: AttentionConfig | None = None) -> dict[str, str]:
     """Run hidden attention tests with the kernel pinned to one GPU configuration (in the interpreter)."""
-    kernel = ns["attention_kernel"]
-    kernel.configs = [triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=4, num_stages=1)]
-    kernel.cache.clear()
     outcomes = {}
-    for gid in only:
-        source = tests[gid]
-        torch.manual_seed(zlib.crc32(gid.encode()))
-        try:
-            exec(compile(source, f"<{gid}>", "exec"), dict(ns))
-            outcomes[gid] = "passed"
-        except CheckFailed as exc:
-            outcomes[gid] = f"failed: {exc}"
+    with pinned_config(config or AttentionConfig(block_m, block_n, 4, 1)):
+        for gid in only:
+            source = tests[gid]
+            torch.manual_seed(zlib.crc32(gid.encode()))
+            try:
+                exec(compile(source, f"<{gid}>", "exec"), dict(ns))
+                outcomes[gid] = "passed"
+            except CheckFailed as exc:
+                outcomes[gid] = f"failed: {exc}"
     return outcomes
 
 
@@ -217,6 +244,18 @@ def test_mistakes_lose_points_at_gpu_block_sizes(block_m, block_n):
     ns, tests = executed_with("hal_causal_block_units")
     outcome = outcomes_at_blocks(ns, tests, block_m, block_n, ["test_attention_causal"])["test_attention_causal"]
     assert outcome.startswith("failed") and "not per block" in outcome, outcome[:2000]
+
+
+@pytest.mark.parametrize("config", HOPPER_PATHS, ids=AttentionConfig.describe)
+def test_hopper_paths_pass_and_a_missing_rescale_fails_there(config):
+    """The Hopper table's configurations, TMA descriptors and the warp-specialised single loop included (the
+    interpreter emulates both): the correct kernel passes every test, one without a rescale fails the long ones."""
+    ns, tests = executed_with("ada_correct")
+    outcomes = outcomes_at_blocks(ns, tests, config.block_m, config.block_n, ATTENTION_TESTS, config)
+    assert set(outcomes.values()) == {"passed"}, outcomes
+    ns, tests = executed_with("gil_no_rescale")
+    for test, outcome in outcomes_at_blocks(ns, tests, config.block_m, config.block_n, LONG_TESTS, config).items():
+        assert outcome.startswith("failed") and "rescaled by alpha" in outcome, (test, outcome[:2000])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -326,7 +365,8 @@ def test_the_sweep_counts_the_key_blocks_the_kernel_visits():
                               torch.float32, "cpu")
     assert [(r.tiles_full, r.tiles_causal) for r in rows] == [(32, 20), (4, 3)]
     assert all(r.counted and r.tiles_causal == tiles_visited(128, r.block_m, r.block_n, True) for r in rows)
-    assert ns["attention_kernel"].configs[0].kwargs == {"BLOCK_M": 32, "BLOCK_N": 16}   # restored
+    q = torch.randn(1, 1, 16, 16)
+    assert launch_config(q, q, q, False, ns["HOPPER_CONFIGS"]) == INTERPRETER_CONFIG   # the pin is gone
     ns = kernels_of("hal_causal_block_units")   # same loop bounds: same counts, even though it is wrong
     with pytest.raises(CheckFailed, match="wrong at BLOCK_M=32"):
         causal_block_sweep(ns["attention"], ns["attention_kernel"], [(32, 16)], 128, 16, torch.float32, "cpu")

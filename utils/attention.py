@@ -130,7 +130,8 @@ def attention_tolerance(dtype: torch.dtype) -> tuple[float, float]:
     error was 0.85 of a 5e-3 tolerance, so fp32 gets 1e-2 (a 2x margin); fp16's worst was 0.04 of 1e-2.
     Every mistake the chapter's example submissions make is off by far more than either.
     """
-    return {torch.float32: (1e-2, 1e-2), torch.float16: (1e-2, 1e-2)}.get(dtype, (1e-2, 1e-2))
+    return {torch.float32: (1e-2, 1e-2), torch.float16: (1e-2, 1e-2),
+            torch.bfloat16: (3e-2, 3e-2)}.get(dtype, (1e-2, 1e-2))
 
 
 #: The largest BLOCK_N of the chapter's GPU configurations: longer sequences span several key blocks there.
@@ -367,6 +368,129 @@ COPY_HINTS = ATTENTION_HINTS[:3] + [
 
 
 # ---------------------------------------------------------------------------------------------------
+# Launch configurations
+# ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """One launch of the attention kernel: block sizes, warps, pipeline depth, and two Hopper features.
+
+    ``tma``: read q, k, v through tensor descriptors (the copy engine, TMA), Hopper and later only.
+    ``warp_spec``: one unmasked loop, warp-specialised by Triton (a producer warp group feeds consumer groups),
+    only without a causal mask and with N a multiple of ``block_n``; Triton runs it with 3x ``num_warps`` warps."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    tma: bool = False
+    warp_spec: bool = False
+
+    @property
+    def launch(self) -> dict:
+        """The kernel's keyword arguments for this configuration."""
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "TMA": self.tma, "WARP_SPEC": self.warp_spec,
+                "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    def describe(self) -> str:
+        extra = (", TMA" if self.tma else "") + (", warp-specialised" if self.warp_spec else "")
+        return (f"BLOCK_M={self.block_m}, BLOCK_N={self.block_n}, {self.num_warps} warps, "
+                f"{self.num_stages} stages{extra}")
+
+
+#: The interpreter's configuration: small blocks, so that a CPU run visits several key blocks.
+INTERPRETER_CONFIG = AttentionConfig(32, 16, 4, 1)
+#: Ampere/Ada (A10, A100, L4, ...): 128 x 64 blocks for D <= 64, 64 x 64 for D = 128 (shared memory is
+#: 100-164 KB per SM there), pointer loads.
+AMPERE_CONFIGS = {64: AttentionConfig(128, 64, 4, 2), 128: AttentionConfig(64, 64, 4, 2)}
+#: Turing (T4, 64 KB of shared memory; tl.dot runs on the FP32 units there): small blocks, no pipelining.
+TURING_CONFIG = AttentionConfig(64, 32, 4, 1)
+
+_PINNED: list[AttentionConfig] = []
+
+
+@contextlib.contextmanager
+def pinned_config(config: AttentionConfig):
+    """Within the block, :func:`launch_config` returns ``config`` (TMA and warp specialisation dropped where
+    the inputs or the GPU do not allow them): for experiments and sweeps."""
+    _PINNED.append(config)
+    try:
+        yield config
+    finally:
+        _PINNED.pop()
+
+
+def tma_layout_ok(*tensors: torch.Tensor) -> bool:
+    """Whether a tensor descriptor can address these [Z, H, N, D] tensors: the last dimension contiguous and
+    at least 16 bytes wide, every other stride and the first element 16-byte aligned (so every head's start is)."""
+    for t in tensors:
+        size = t.element_size()
+        if t.stride(-1) != 1 or t.data_ptr() % 16 or any((s * size) % 16 for s in t.stride()[:-1]):
+            return False
+        if t.shape[-1] * size < 16:
+            return False
+    return True
+
+
+def tma_ready(*tensors: torch.Tensor) -> bool:
+    """Whether the kernel can read these tensors through TMA here: a GPU with the copy engine (compute
+    capability 9.0 or newer) and a layout a descriptor can address (:func:`tma_layout_ok`)."""
+    from .device import current
+
+    dev = current()
+    if dev.interpreted or dev.compute_capability is None or dev.compute_capability < (9, 0):
+        return False
+    return tma_layout_ok(*tensors)
+
+
+def launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                  hopper_configs: dict[tuple[int, bool], AttentionConfig]) -> AttentionConfig:
+    """The launch configuration for these inputs on this device.
+
+    Hopper and later: ``hopper_configs[(64 or 128, causal)]`` (the notebook's table, by head dim rounded up to
+    64 or 128); TMA only when :func:`tma_ready`; warp specialisation only with TMA, without a causal mask and
+    with N a multiple of BLOCK_N. Ampere/Ada: :data:`AMPERE_CONFIGS`; Turing: :data:`TURING_CONFIG`; the
+    interpreter: :data:`INTERPRETER_CONFIG`. Inside :func:`pinned_config` the pinned one, with the same checks,
+    except that the interpreter runs TMA and warp-specialised configurations too (it emulates descriptors and
+    ignores warp specialisation), so that tests on the CPU reach the code paths a Hopper GPU takes."""
+    from .device import current
+
+    dev = current()
+    head_dim = 64 if q.shape[-1] <= 64 else 128
+    pinned = bool(_PINNED)
+    if pinned:
+        config = _PINNED[-1]
+    elif dev.interpreted:
+        config = INTERPRETER_CONFIG
+    elif dev.compute_capability is not None and dev.compute_capability >= (9, 0):
+        config = hopper_configs[(head_dim, bool(causal))]
+    elif dev.compute_capability is not None and dev.compute_capability >= (8, 0):
+        config = AMPERE_CONFIGS[head_dim]
+    else:
+        config = TURING_CONFIG
+    emulated = pinned and dev.interpreted
+    tma = config.tma and (tma_layout_ok(q, k, v) if emulated else tma_ready(q, k, v))
+    warp_spec = config.warp_spec and (tma or emulated) and not causal and q.shape[2] % config.block_n == 0
+    if (tma, warp_spec) != (config.tma, config.warp_spec):
+        config = AttentionConfig(config.block_m, config.block_n, config.num_warps, config.num_stages, tma, warp_spec)
+    if tma and not dev.interpreted:
+        _use_tma_scratch()
+    return config
+
+
+def _tma_scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _use_tma_scratch() -> None:
+    """Tensor descriptors made inside a kernel need global scratch memory; Triton asks this allocator for it.
+    Set before every launch: a Jupyter cell may run in its own copy of the context Triton keeps it in."""
+    import triton
+
+    triton.set_allocator(_tma_scratch)
+
+
+# ---------------------------------------------------------------------------------------------------
 # The experiment: block sizes and causal skipping
 # ---------------------------------------------------------------------------------------------------
 
@@ -402,18 +526,11 @@ def _counting_dots():
 
 @contextlib.contextmanager
 def _pinned(kernel, block_m: int, block_n: int, num_warps: int = 4, num_stages: int = 1):
-    """Run an autotuned kernel with a single configuration (the autotuner's list restored afterwards)."""
-    import triton
+    """Run the notebook's attention with one launch configuration (pointer loads, no warp specialisation).
 
-    saved = kernel.configs
-    kernel.configs = [triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=num_warps,
-                                    num_stages=num_stages)]
-    kernel.cache.clear()
-    try:
+    ``kernel`` is accepted for callers of the autotuned version of this helper and is not used."""
+    with pinned_config(AttentionConfig(block_m, block_n, num_warps, num_stages)):
         yield
-    finally:
-        kernel.configs = saved
-        kernel.cache.clear()
 
 
 @dataclass
@@ -476,7 +593,7 @@ def causal_block_sweep(attention: Callable, kernel, blocks: list[tuple[int, int]
 
 
 def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, int], tuple[float, float]], str]:
-    """Recorded causal / non-causal times per autotune configuration at (n, d), float16, Z = 4,
+    """Recorded causal / non-causal times per block configuration at (n, d), float16, Z = 4,
     H = 2048 // d: ``{(BLOCK_M, BLOCK_N, num_warps, num_stages): (ms_full, ms_causal)}`` and where they were
     recorded. Empty when results/09_attention.json is not in this copy or lacks the size."""
     from .gpus import recorded
@@ -486,7 +603,7 @@ def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, in
         return {}, source
     found: dict[bool, dict] = {}
     for row in data.get("sizes", []):
-        if row["N"] == n and row["D"] == d:
+        if row["N"] == n and row["D"] == d and row.get("dtype", "float16") == "float16":
             found[row["causal"]] = row.get("config_ms", {})
     out = {}
     for cfg, ms in found.get(False, {}).items():

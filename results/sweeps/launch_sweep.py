@@ -3,6 +3,13 @@
 
     python results/sweeps/launch_sweep.py [softmax] [rmsnorm]
         (on a GPU; writes results/05_softmax_launch_sweep.json, results/06_rmsnorm_launch_sweep.json)
+    python results/sweeps/launch_sweep.py softmax-gaps
+        (on a GPU, about 4 minutes; writes results/05_softmax_gaps_sweep.json): the shapes where chapter 05's
+        reference trailed a peer (32768 x 1000 fp32, 4096^2 fp16), non-power-of-two widths, many short rows
+        and bf16, each with every launch shape, torch.softmax, torch.compile, Liger-Kernel's LigerSoftmax (when
+        installed: pip install liger-kernel==0.8.5 --no-deps) and a same-size copy; it prints, per shape, the
+        winner beside the reference and the best peer, with the bytes-based prediction (a same-size copy's
+        rate), and the LAUNCH_TABLE entries the winners suggest.
 
 At each row length N it times, with ``triton_course.bench.steady_rounds`` (back-to-back calls on rotating fresh
 inputs):
@@ -218,8 +225,130 @@ def sweep(kind: str) -> dict:
             "summary": summary, "widths": widths}
 
 
+# ---------------------------------------------------------------------------------------------------
+# softmax-gaps: the shapes where the reference trailed a peer
+# ---------------------------------------------------------------------------------------------------
+
+#: (rows, width, dtype): where 05 trailed (32768 x 1000 fp32, 4096^2 fp16), non-power-of-two widths, many
+#: short rows, bf16.
+GAP_SHAPES = [(32768, 1000, torch.float32), (4096, 4096, torch.float16), (4096, 4096, torch.bfloat16),
+              (8192, 5120, torch.float16), (16384, 1000, torch.float16), (32768, 3000, torch.float32),
+              (262144, 64, torch.float32), (65536, 256, torch.float16), (4096, 1000, torch.float32)]
+
+
+def liger_softmax():
+    """LigerSoftmax's forward as fn(x), or None when liger-kernel is not installed."""
+    try:
+        from liger_kernel.transformers import LigerSoftmax
+    except Exception:  # noqa: BLE001 - not installed, or an import error of its own
+        return None
+    module = LigerSoftmax()
+    return lambda x: module(x)
+
+
+def gap_candidates(ns: dict, m: int, n: int, element: int) -> dict:
+    """Tile launches (R rows, W warps, with and without cache hints) giving each thread 2 to 64 values."""
+    block = triton.next_power_of_2(n)
+    kernel = ns["softmax_kernel"]
+    shapes = {}
+    for rows in (1, 2, 4, 8, 16, 32, 64):
+        for warps in (1, 2, 4, 8, 16):
+            per_thread = rows * block // (32 * warps)
+            if not 2 <= per_thread <= 64 or rows * block > 32768 or rows > max(1, 4096 // block):
+                continue
+            for stream in (False, True):
+                def run(x, rows=rows, warps=warps, stream=stream):
+                    out = torch.empty_like(x)
+                    kernel[(triton.cdiv(x.shape[0], rows),)](x, out, x.shape[0], x.shape[1], x.stride(0),
+                                                             out.stride(0), BLOCK_N=block, ROWS=rows,
+                                                             STREAM=stream, num_warps=warps)
+                    return out
+                shapes[f"rows{rows}/w{warps}{' hints' if stream else ''}"] = run
+    return shapes
+
+
+def sweep_gaps() -> dict:
+    ns = load_namespace(solution_notebook("05_softmax"))
+    reference = ns["softmax"]
+
+    def eager(x):
+        e = torch.exp(x - x.max(dim=1, keepdim=True).values)
+        return e / e.sum(dim=1, keepdim=True)
+
+    peers = {"torch.softmax": lambda x: torch.softmax(x, dim=-1),
+             "torch.compile": torch.compile(eager, dynamic=False)}
+    liger = liger_softmax()
+    if liger is not None:
+        peers["Liger LigerSoftmax"] = liger
+    else:
+        print("liger-kernel is not installed: pip install --no-deps liger-kernel==0.8.5 (a pure-Python wheel)",
+              flush=True)
+    shapes_out, summary, suggestions = {}, [], {}
+    for m, n, dtype in GAP_SHAPES:
+        element = torch.empty(0, dtype=dtype).element_size()
+        nbytes = 2 * m * n * element
+        make = lambda: (torch.randn(m, n, device="cuda", dtype=dtype),)  # noqa: E731
+        x = make()[0]
+        want = torch.softmax(x.double(), dim=-1)
+        tol = 1e-5 if element == 4 else 1e-2
+        usable, failed = {}, {}
+        for name, fn in {**gap_candidates(ns, m, n, element), **peers, "reference": reference}.items():
+            try:
+                err = float((fn(x).double() - want).abs().max())
+                torch.cuda.synchronize()
+                (usable if err < tol else failed)[name] = fn if err < tol else f"wrong: {err:.3g}"
+            except Exception as exc:  # noqa: BLE001
+                failed[name] = f"failed: {type(exc).__name__}"
+        del x, want
+        tiles = {k: v for k, v in usable.items() if k.startswith("rows")}
+        first = {name: gbps(nbytes, statistics.median(t)) for name, t in
+                 steady_rounds(tiles, make, rounds=FIRST_ROUNDS).items()}
+        top = sorted(first, key=first.get, reverse=True)[:FINALISTS]
+        final_fns = {name: tiles[name] for name in top}
+        final_fns.update({k: v for k, v in usable.items() if not k.startswith("rows")})
+        final_fns["same-size copy"] = lambda x: x.clone()
+        final = steady_rounds(final_fns, make, rounds=7)
+        medians = {name: round(gbps(nbytes, statistics.median(t)), 1) for name, t in final.items()}
+        best_tile = max(top, key=lambda k: medians[k])
+        peer_names = [k for k in peers if k in medians]
+        best_peer = max(peer_names, key=lambda k: medians[k]) if peer_names else None
+        key = f"{m}x{n} {str(dtype)[6:]}"
+        shapes_out[key] = {"round1_gbps": {k: round(v, 1) for k, v in first.items()}, "round2_median_gbps": medians,
+                           "not_usable": failed, "best_launch": best_tile, "best_peer": best_peer}
+        block = triton.next_power_of_2(n)
+        suggestions[key] = {"BLOCK_N": block, "element_size": element, "rows": m, "launch": best_tile}
+        line = (f"{key}: reference {medians['reference']:.0f} GB/s; best launch {best_tile} {medians[best_tile]:.0f}; "
+                f"best peer {best_peer} {medians.get(best_peer, float('nan')):.0f}; "
+                f"predicted (bytes at a same-size copy's rate) {medians['same-size copy']:.0f}; "
+                f"reference/best peer {medians['reference'] / medians[best_peer]:.3f}" if best_peer else "")
+        summary.append(line)
+        print(line, flush=True)
+        torch.cuda.empty_cache()
+    return {"chapter": "05_softmax launch shapes where peers led",
+            "command": "python results/sweeps/launch_sweep.py softmax-gaps",
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+            "liger_kernel": _version("liger-kernel"), "copy_gbps": round(copy_bandwidth(), 1), "method": METHOD,
+            "rounds": {"round1": FIRST_ROUNDS, "round2": 7}, "summary": summary, "shapes": shapes_out,
+            "suggested_launches": suggestions}
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
 def main(argv: list[str]) -> int:
     for kind in argv or ["softmax", "rmsnorm"]:
+        if kind == "softmax-gaps":
+            record = sweep_gaps()
+            (ROOT / "results" / "05_softmax_gaps_sweep.json").write_text(json.dumps(record, indent=1) + "\n")
+            print("\n".join(record["summary"]))
+            continue
         record = sweep(kind)
         path = ROOT / "results" / f"{CHAPTER[kind]}_launch_sweep.json"
         path.write_text(json.dumps(record, indent=1) + "\n")

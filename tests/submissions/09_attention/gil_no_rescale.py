@@ -12,6 +12,6 @@
 #%%- with
         l_i = l_i + tl.sum(p, 1)
 #%%- replace
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
 #%%- with
-        acc = acc + tl.dot(p.to(v.dtype), v)
+        acc = tl.dot(p.to(v.dtype), v, acc)

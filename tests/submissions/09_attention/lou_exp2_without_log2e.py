@@ -5,6 +5,6 @@
 
 #%% attention from-solution
 #%%- replace
-                           H, N, sm_scale * LOG2E, CAUSAL=bool(causal), HEAD_DIM=D)
+                           H, N, sm_scale * LOG2E, CAUSAL=bool(causal), HEAD_DIM=D, **config.launch)
 #%%- with
-                           H, N, sm_scale, CAUSAL=bool(causal), HEAD_DIM=D)
+                           H, N, sm_scale, CAUSAL=bool(causal), HEAD_DIM=D, **config.launch)
