@@ -37,8 +37,10 @@ def range_venv(venvs: Path, triton: str, numpy: str) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
-    # the project's packages after the pair's own (a .pth entry comes after the venv's site-packages)
-    (Path(purelib) / "project_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # the project's packages after the pair's own, as a site directory: its own .pth files run too, the
+    # editable install's among them (it maps the helpers in utils/ to their import name, triton_course)
+    (Path(purelib) / "project_packages.pth").write_text(
+        f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
                     f"triton=={triton}", f"numpy=={numpy}"], check=True)
     stamp.touch()
