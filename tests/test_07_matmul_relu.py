@@ -279,9 +279,10 @@ def test_mistakes_fail_only_where_they_should():
     assert "negative" in outcomes("eve_no_relu")["test_relu_zeros"]
     finn = outcomes("finn_contiguous_b")
     assert finn["test_ragged_sizes"] == finn["test_single_row_and_column"] == "passed"
-    gia = outcomes("gia_fp16_accumulator")
-    for grade_id in ("test_single_row_and_column", "test_relu_zeros"):
-        assert gia[grade_id] == "passed", gia
+    gia = outcomes("gia_fp16_accumulator")   # short sums may round within the tolerance, long ones do not
+    for grade_id, message in gia.items():
+        if message != "passed":
+            assert _HINT_PHRASES["float16_sum"] in message and _HINT_PHRASES["relu_partial"] not in message, message
     hal = outcomes("hal_full_last_group")
     assert hal["test_long_k_float32_sum"] == "passed"   # one tile row and column of 32: a group of one row
     for student in ("cleo_no_k_mask", "dev_relu_in_k_loop", "eve_no_relu", "finn_contiguous_b",
