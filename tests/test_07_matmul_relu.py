@@ -108,7 +108,8 @@ def test_bank_conflicts_of_the_swizzling_cell():
 def test_kernel_names_are_read_by_the_documented_convention():
     from triton_course.matmul import read_kernel_name
 
-    cutlass = " | ".join(read_kernel_name("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f32_128x128x64_2x1x1_0_ntn_align8"))
+    name = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f32_128x128x64_2x1x1_0_ntn_align8"
+    cutlass = " | ".join(read_kernel_name(name))
     assert "CUTLASS" in cutlass and "sm_90" in cutlass and "128 x 128 x 64" in cutlass and "ntn" in cutlass
     cublas = " | ".join(read_kernel_name("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1"))
     assert "not documented" in cublas and "128 x 256 x 64" in cublas
@@ -453,7 +454,8 @@ for on_argument in (True, False):
                                     "ON_ARGUMENT": "constexpr"}, constexprs={"ON_ARGUMENT": on_argument},
                                     attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
     ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
-    print(on_argument, len(re.findall(r"ld\.global\.b16", ptx)), len(re.findall(r"ld\.global\.v\d\.b32|ld\.global\.v4", ptx)))
+    print(on_argument, len(re.findall(r"ld\.global\.b16", ptx)),
+          len(re.findall(r"ld\.global\.v\d\.b32|ld\.global\.v4", ptx)))
 '''
 
 

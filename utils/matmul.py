@@ -191,8 +191,10 @@ def make(m: int, n: int, k: int, *, transpose_a: bool = False, transpose_b: bool
     """Fresh random ``a`` [m, k] and ``b`` [k, n]; a transposed operand is the ``.t()`` view of a
     row-major tensor (column-major, strides ``(1, rows)``), as ``x @ w.t()`` hands it over."""
     device = device if device is not None else current().torch_device
-    a = torch.randn(k, m, device=device, dtype=dtype).t() if transpose_a else torch.randn(m, k, device=device, dtype=dtype)
-    b = torch.randn(n, k, device=device, dtype=dtype).t() if transpose_b else torch.randn(k, n, device=device, dtype=dtype)
+    a = (torch.randn(k, m, device=device, dtype=dtype).t() if transpose_a
+         else torch.randn(m, k, device=device, dtype=dtype))
+    b = (torch.randn(n, k, device=device, dtype=dtype).t() if transpose_b
+         else torch.randn(k, n, device=device, dtype=dtype))
     return a, b
 
 
@@ -353,7 +355,8 @@ module = types.ModuleType("kernel_under_report")
 module.__dict__.update(triton=triton, tl=tl)
 sys.modules[module.__name__] = module
 import linecache
-linecache.cache["<kernel_under_report>"] = (len(job["source"]), None, job["source"].splitlines(True), "<kernel_under_report>")
+linecache.cache["<kernel_under_report>"] = (len(job["source"]), None, job["source"].splitlines(True),
+                                            "<kernel_under_report>")
 exec(compile(job["source"], "<kernel_under_report>", "exec"), module.__dict__)
 fn = module.__dict__[job["name"]]
 out = []

@@ -102,6 +102,7 @@ def measure(ns):
     tf32 = {name: float(f"{err:.3e}") for name, err in ns["fp32_errors"](1024).items()}
     return {"unit": "TFLOP/s = 2*M*N*K / median time per call (float16 inputs and output)",
             "sizes": rows, "speed_check_4096": speed_check,
-            "bfloat16_4096": {"tflops": bf16_tf, "ratio_reference_to_torch": round(bf16_tf["reference"] / bf16_tf["torch"], 3)},
+            "bfloat16_4096": {"tflops": bf16_tf,
+                              "ratio_reference_to_torch": round(bf16_tf["reference"] / bf16_tf["torch"], 3)},
             "tf32_demo_max_error_over_sqrt_k_1024": tf32,
             "targets_hold": all(r.get("passes", True) for r in rows)}

@@ -2,7 +2,8 @@
 reference was chosen from, in one run: it says which variant wins without another run.
 
     python results/sweeps/matmul_sweep.py [--out results/07_matmul_relu_sweep.json] [--max-autotune]
-        (on a GPU: about 4 minutes on an H200; writes the JSON after every shape, prints a table at the end)
+        (on a GPU: about 4 minutes on an H200; writes the JSON after every part, prints a table at the end;
+        no new shape starts after --budget-s seconds, 420 by default, so it ends within 8 minutes)
     python results/sweeps/matmul_sweep.py --dry-run
         (anywhere, TRITON_INTERPRET=1 without a GPU: builds every variant, checks each one's output at small
         sizes, prints the plan; records nothing)
@@ -190,8 +191,12 @@ _NS: dict = {}
 
 
 def _worker_init() -> None:
+    import contextlib
+    import io
+
     import triton_course as course  # noqa: F401 -- chooses the backend
-    _NS.update(load_namespace(solution_notebook(CHAPTER)))
+    with contextlib.redirect_stdout(io.StringIO()):   # the notebook's cells print their tables
+        _NS.update(load_namespace(solution_notebook(CHAPTER)))
 
 
 def _warm(job: tuple) -> str:
@@ -213,30 +218,44 @@ def _warm(job: tuple) -> str:
         return f"{type(exc).__name__}: {str(exc)[:120]}"
 
 
+def _spec_class(*values: int) -> tuple[str, ...]:
+    """How Triton specialises these integers: equal to 1, divisible by 16, or neither (one binary each)."""
+    return tuple("1" if v == 1 else "16" if v % 16 == 0 else "x" for v in values)
+
+
 def precompile(ns: dict, dtypes: list[torch.dtype]) -> dict[str, object]:
-    """Compile every kernel the sweep will launch, in parallel processes; return counts and seconds."""
-    jobs = []
+    """Compile, in parallel processes, every kernel the sweep will launch but the unhinted ablations (whose
+    config is the reference's choice, known only after tuning); return counts and seconds."""
+    jobs: dict[tuple, tuple] = {}
     for dtype in dtypes:
         name = str(dtype).replace("torch.", "")
         for _, m, n, k, b_t in SHAPES:
             a, b = make(m, n, k, transpose_b=b_t, dtype=dtype, device="meta")
             aligned = aligned_flag(m, n, k, a, b)
-            for config in ns["CONFIGS"]:
-                jobs.append(("notebook", name, m, n, k, b_t, dict(config.all_kwargs(), ALIGNED=aligned)))
-                jobs.append(("notebook", name, m, n, k, b_t, dict(config.all_kwargs(), ALIGNED=False)))
-            for c in HINT_CONFIGS:
-                meta = dict(BLOCK_M=c[0], BLOCK_N=c[1], BLOCK_K=c[2], GROUP_M=8, num_stages=c[3], num_warps=c[4])
-                jobs.append(("notebook", name, m, n, k, b_t, dict(meta, ALIGNED=aligned)))
+            spec = (name, b_t) + _spec_class(m, n, k, *a.stride(), *b.stride(), n)
+            metas = [{key: v for key, v in c.all_kwargs().items() if (key, v) != ("num_ctas", 1)}
+                     for c in ns["CONFIGS"]]
+            metas += [dict(BLOCK_M=c[0], BLOCK_N=c[1], BLOCK_K=c[2], GROUP_M=8, num_stages=c[3], num_warps=c[4])
+                      for c in HINT_CONFIGS]
+            for meta in metas:
+                meta = dict(meta, ALIGNED=aligned)
+                jobs.setdefault(("notebook", spec, tuple(sorted(meta.items()))), ("notebook", name, m, n, k, b_t, meta))
             if tma_fits(a, b):
-                jobs += [("tma", name, m, n, k, b_t, c) for c in TMA_CONFIGS]
+                for c in TMA_CONFIGS:
+                    jobs.setdefault(("tma", spec, c), ("tma", name, m, n, k, b_t, c))
     for g in GROUPS:
-        jobs.append(("notebook", "float16", 8192, 8192, 8192, False, dict(GROUP_M_FIXED, GROUP_M=g, ALIGNED=False)))
-    unique = list({repr(j): j for j in jobs}.values())
+        meta = dict(GROUP_M_FIXED, GROUP_M=g, ALIGNED=False)
+        jobs.setdefault(("group", g), ("notebook", "float16", 8192, 8192, 8192, False, meta))
+    unique = list(jobs.values())
     start = time.perf_counter()
     workers = max(1, min(16, (os.cpu_count() or 2) - 1))
     ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool:
-        results = list(pool.map(_warm, unique, chunksize=1))
+    try:
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool:
+            results = list(pool.map(_warm, unique, chunksize=1))
+    except Exception as exc:   # the sweep still runs, compiling as it goes
+        return {"kernels": len(unique), "workers": workers, "failed": f"{type(exc).__name__}: {exc}",
+                "seconds": round(time.perf_counter() - start, 1)}
     failed = [f"{j[0]} {j[1]} {j[2]}x{j[3]}x{j[4]} {j[6]}: {r}" for j, r in zip(unique, results) if r != "ok"]
     return {"kernels": len(unique), "workers": workers, "seconds": round(time.perf_counter() - start, 1),
             "not_compiled": failed[:20]}
@@ -304,22 +323,27 @@ def measure_group_m(ns: dict) -> dict[str, object]:
             "tflops": {g: round(tflops(matmul_flops(n, n, n), statistics.median(t)), 1) for g, t in times.items()}}
 
 
-def measure_profile(ns: dict, max_autotune: bool) -> list[dict[str, object]]:
+def measure_profile_max_autotune() -> list[dict[str, object]]:
+    relu_mm = lambda x, y: torch.relu(x @ y)  # noqa: E731
+    a, b = make(4096, 4096, 4096, device="cuda")
+    torch._dynamo.reset()
+    return [{"what": 'torch.compile(relu(a @ b), mode="max-autotune"), 4096^3 float16',
+             "kernels": kernel_table(torch.compile(relu_mm, mode="max-autotune"), a, b)}]
+
+
+def measure_profile(ns: dict) -> list[dict[str, object]]:
     relu_mm = lambda x, y: torch.relu(x @ y)  # noqa: E731
     listing = []
     for n, dtype in ((4096, torch.float16), (4096, torch.bfloat16), (3000, torch.float16)):
         a, b = make(n, n, n, dtype=dtype, device="cuda")
         name = str(dtype).replace("torch.", "")
         listing.append({"what": f"torch relu(a @ b), {n}^3 {name}", "kernels": kernel_table(relu_mm, a, b)})
-        listing.append({"what": f"reference matmul_relu, {n}^3 {name}", "kernels": kernel_table(ns["matmul_relu"], a, b)})
+        listing.append({"what": f"reference matmul_relu, {n}^3 {name}",
+                        "kernels": kernel_table(ns["matmul_relu"], a, b)})
     a, b = make(4096, 4096, 4096, device="cuda")
     torch._dynamo.reset()
     listing.append({"what": "torch.compile(relu(a @ b)), default mode, 4096^3 float16",
                     "kernels": kernel_table(torch.compile(relu_mm), a, b)})
-    if max_autotune:
-        torch._dynamo.reset()
-        listing.append({"what": 'torch.compile(relu(a @ b), mode="max-autotune"), 4096^3 float16',
-                        "kernels": kernel_table(torch.compile(relu_mm, mode="max-autotune"), a, b)})
     return listing
 
 
@@ -345,14 +369,15 @@ def dry_run(ns: dict) -> int:
     return 0 if ok else 1
 
 
-def run(ns: dict, out: Path, max_autotune: bool, do_precompile: bool) -> int:
+def run(ns: dict, out: Path, max_autotune: bool, do_precompile: bool, budget_s: float) -> int:
     from triton_course.bench import METHOD, steady_rounds
 
     dev = triton_course.current()
     triton.set_allocator(_allocator)
     dtypes = dev.dtypes(torch.float16, torch.bfloat16)
     record: dict[str, object] = {
-        "chapter": CHAPTER, "command": "python results/sweeps/matmul_sweep.py" + (" --max-autotune" if max_autotune else ""),
+        "chapter": CHAPTER,
+        "command": "python results/sweeps/matmul_sweep.py" + (" --max-autotune" if max_autotune else ""),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "device": dev.name,
         "compute_capability": list(dev.compute_capability or ()), "torch": torch.__version__,
         "triton": triton.__version__, "method": METHOD + f"; {ROUNDS} interleaved rounds per shape",
@@ -366,8 +391,19 @@ def run(ns: dict, out: Path, max_autotune: bool, do_precompile: bool) -> int:
         record["seconds"] = round(time.perf_counter() - t0, 1)
         out.write_text(json.dumps(record, indent=2) + "\n")
 
+    record["host"] = measure_host(ns)
+    save()
+    record["profile"] = measure_profile(ns)
+    save()
+    skipped = []
     for dtype in dtypes:
+        if dtype is torch.bfloat16:
+            record["group_m"] = measure_group_m(ns)
+            save()
         for name, m, n, k, b_t in SHAPES:
+            if time.perf_counter() - t0 > budget_s:
+                skipped.append(f"{name} {dtype}")
+                continue
             t_shape = time.perf_counter()
             a, b = make(m, n, k, transpose_b=b_t, dtype=dtype, device="cuda")
             plan = variants(ns, a, b, dry=False)
@@ -391,11 +427,11 @@ def run(ns: dict, out: Path, max_autotune: bool, do_precompile: bool) -> int:
                   f"({row['ratio_reference_to_torch']:.0%})  no hints {tf['no hints']:6.1f}  fastest {triton_best} "
                   f"{tf[triton_best]:.1f}  [{row['seconds']} s]", flush=True)
             torch.cuda.empty_cache()
-    record["host"] = measure_host(ns)
-    save()
-    record["group_m"] = measure_group_m(ns)
-    save()
-    record["profile"] = measure_profile(ns, max_autotune)
+    if "group_m" not in record:
+        record["group_m"] = measure_group_m(ns)
+    record["skipped_for_time"] = skipped
+    if max_autotune:   # last: Inductor's autotuning takes minutes
+        record["profile"] += measure_profile_max_autotune()
     rows = record["shapes"]
     record["verdict"] = {
         "reference_at_least_95pct_of_torch_everywhere": all(r["ratio_reference_to_torch"] >= 0.95 for r in rows),
@@ -436,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--max-autotune", action="store_true", help="also profile torch.compile(mode='max-autotune')")
     p.add_argument("--no-precompile", action="store_true")
+    p.add_argument("--budget-s", type=float, default=420.0,
+                   help="start no new shape after this many seconds (the JSON says which were skipped)")
     args = p.parse_args(argv)
     dev = triton_course.current()
     ns = load_namespace(solution_notebook(CHAPTER))
@@ -445,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         print("results/sweeps/matmul_sweep.py needs a CUDA GPU (or --dry-run): these numbers are GPU claims",
               file=sys.stderr)
         return 2
-    return run(ns, args.out, args.max_autotune, not args.no_precompile)
+    return run(ns, args.out, args.max_autotune, not args.no_precompile, args.budget_s)
 
 
 if __name__ == "__main__":
