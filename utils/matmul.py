@@ -1,4 +1,4 @@
-"""Matrix-multiplication helpers for chapter 07: FLOP counts, TFLOP/s sweeps and plots, the graded check.
+"""Matrix-multiplication helpers for chapter 07: the budget, the check, the experiments, the graded speed.
 
 A matmul is judged by arithmetic, not bytes: ``C = A @ B`` with A [M, K] and B [K, N] does ``2*M*N*K``
 floating-point operations (one multiply and one add per term), and TFLOP/s is that count over the
@@ -7,18 +7,34 @@ median time. The yardstick is the vendor library measured in the same process (c
 
 * :func:`matmul_flops`, :func:`matmul_bytes`, :func:`tflops` -- the budget and the unit;
 * :func:`dot_uses_tensor_cores` -- whether ``tl.dot`` reaches tensor cores on this device;
+* :func:`reference`, :func:`tolerance`, :func:`make`, :data:`HINTS` -- the check of ``matmul_relu`` and the
+  hints that name its known traps, each only on its own symptom;
+* :func:`launch` -- the chapter's kernel launched with given meta-parameters, for the experiments;
+* :func:`compile_report` -- a kernel compiled for a GPU that need not be here (sm_90 by default), and
+  what its PTX shows: 16-byte asynchronous copies or 2-byte loads, tensor-core instructions, shared
+  memory and its swizzled layout;
+* :func:`wavefronts` -- shared-memory bank conflicts of one warp's access, for the swizzling cell;
+* :func:`kernel_table`, :func:`read_kernel_name` -- the GPU kernels a call runs, and what their names say;
+* :func:`recorded_sweep` -- the H200 figures of ``results/sweeps/matmul_sweep.py``, shown beside a student's run;
 * :func:`flops_sweep` and :func:`plot_flops` -- TFLOP/s against size for several implementations;
 * :func:`tflops_points` -- the performance check of a hidden test (a fraction of torch's TFLOP/s).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import statistics
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
 
 from .bench import Sweep, flops_sweep, steady_rounds, time_ms  # noqa: F401 -- re-exported for chapter 07
-from .checks import CheckFailed, explain_exception
+from .checks import CheckFailed, Comparison, Hint, explain_exception
 from .device import current
+from .gpus import RESULTS
 from .grading import NOT_GRADED, quiet_stderr, require_launch_per_call
 from .plots import plot_sweep
 
@@ -152,3 +168,403 @@ def _remote_tflops(fn, baseline: Callable[..., object], make_inputs: Callable[[]
 def plot_flops(sweep: Sweep, title: str, ax=None, peak_tflops: float | None = None):
     """TFLOP/s against size: :func:`triton_course.plots.plot_sweep` with the datasheet's matrix peak as ceiling."""
     return plot_sweep(sweep, title, ax=ax, peak_tflops=peak_tflops)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The check: reference, tolerances, inputs, and hints that fire only on their own symptom
+# ---------------------------------------------------------------------------------------------------
+
+def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """relu(a @ b), computed in the inputs' dtype (float64 when the check calls it)."""
+    return torch.relu(a @ b)
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol) for a float32 sum rounded once to ``dtype``: rtol four times float16's unit roundoff
+    (2^-11), twice bfloat16's (2^-8, 8 bits of precision); atol for float32 noise on outputs near 0."""
+    return {torch.bfloat16: (1e-2, 8e-3)}.get(dtype, (1e-2, 2e-3))
+
+
+def make(m: int, n: int, k: int, *, transpose_a: bool = False, transpose_b: bool = False,
+         dtype: torch.dtype = torch.float16, device: torch.device | str | None = None
+         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fresh random ``a`` [m, k] and ``b`` [k, n]; a transposed operand is the ``.t()`` view of a
+    row-major tensor (column-major, strides ``(1, rows)``), as ``x @ w.t()`` hands it over."""
+    device = device if device is not None else current().torch_device
+    a = (torch.randn(k, m, device=device, dtype=dtype).t() if transpose_a
+         else torch.randn(m, k, device=device, dtype=dtype))
+    b = (torch.randn(n, k, device=device, dtype=dtype).t() if transpose_b
+         else torch.randn(k, n, device=device, dtype=dtype))
+    return a, b
+
+
+def _as_row_major(t: torch.Tensor) -> torch.Tensor:
+    """The memory of a non-contiguous 2-D view read as if it were a row-major tensor of its shape."""
+    return t.as_strided(t.shape, (t.shape[1], 1), t.storage_offset())
+
+
+def _matches(c: Comparison, out: torch.Tensor) -> bool:
+    """``out`` (float64) equals what the kernel returned, within the check's tolerance, almost everywhere."""
+    want = out.reshape(-1).cpu()
+    close = (c.got - want).abs() <= c.atol + c.rtol * want.abs()
+    return bool(close.double().mean() > 0.99)
+
+
+def _read_row_major(c: Comparison, args: Sequence[torch.Tensor]) -> bool:
+    """The output is relu(a @ b) with a transposed input read as if it were row-major."""
+    a, b = args[0], args[1]
+    candidates = []
+    if not a.is_contiguous():
+        candidates.append((_as_row_major(a), b))
+    if not b.is_contiguous():
+        candidates.append((a, _as_row_major(b)))
+    if not a.is_contiguous() and not b.is_contiguous():
+        candidates.append((_as_row_major(a), _as_row_major(b)))
+    return any(_matches(c, torch.relu(x.double() @ y.double())) for x, y in candidates)
+
+
+def _relu_on_partial_sums(c: Comparison, args: Sequence[torch.Tensor]) -> bool:
+    """No output below its expected value, and outputs whose dot product is negative came out positive.
+
+    ReLU inside the K loop keeps every partial sum at 0 or above, so the result is never smaller than the
+    true one, and a sum that ends negative may still end positive. A float16 running sum errs both ways
+    and by rounding only; a scaled output keeps its zeros."""
+    finite = torch.isfinite(c.got)
+    if not bool(finite.all()) or not bool(c.wrong.any()):
+        return False
+    if bool((c.got[c.wrong] < c.expected[c.wrong]).any()):
+        return False
+    should_be_zero = c.expected == 0
+    lifted = should_be_zero & (c.got > c.atol + 0.05 * float(c.expected.abs().max()))
+    return bool(should_be_zero.any()) and float(lifted.sum()) >= max(3.0, 0.05 * float(should_be_zero.sum()))
+
+
+def _rounding_only(c: Comparison, args: Sequence[torch.Tensor]) -> bool:
+    """Every wrong output is off by under 1% of the largest output, and (when there are enough of them to
+    tell) wrong in both directions: the signature of rounding, not of a wrong formula."""
+    if not bool(c.wrong.any()) or not bool(torch.isfinite(c.got).all()) or bool(c.unwritten.any()):
+        return False
+    diff = (c.got - c.expected)[c.wrong]
+    if float(diff.abs().max()) >= 0.01 * float(c.expected.abs().max()):
+        return False
+    up = float((diff > 0).double().mean())
+    return len(diff) < 10 or 0.1 <= up <= 0.9
+
+
+HINTS = [
+    Hint(lambda c, args: bool((c.got < 0).any()),
+         "Some outputs are negative: apply ReLU (tl.maximum(acc, 0.0)) to the accumulator after the K loop."),
+    Hint(lambda c, args: bool((torch.isnan(c.got) & ~torch.isnan(c.expected) & ~c.unwritten).any()),
+         "NaN where the reference is finite: a load read past the end of a or b (the guard region reads as "
+         "NaN). Mask the K dimension too (rk < K - k0) with other=0.0, not only rows and columns."),
+    Hint(lambda c, args: float((c.got == 0).double().mean()) > float((c.expected == 0).double().mean()) + 0.2,
+         "Far more outputs are 0 than ReLU explains: loads past the end of a or b read NaN (the guard region "
+         "here, garbage on a GPU) and tl.maximum(NaN, 0.0) gives 0. Mask the K dimension at every load of the "
+         "loop (rk < K - k0, other=0.0), not only rows and columns."),
+    Hint(_relu_on_partial_sums,
+         "Outputs whose dot product is negative came out positive, and none is below its expected value: "
+         "ReLU was applied to a *partial* sum inside the K loop, which drops negative parts that later steps "
+         "would have added. Apply it once, after the loop."),
+    Hint(_read_row_major,
+         "Your output is relu(a @ b) computed as if the transposed input were row-major: build every pointer "
+         "from the strides you are given (stride_bk, stride_bn, ...), never from N or K."),
+    Hint(_rounding_only,
+         "Every wrong output is off by only a little (under 1% of the largest output), some up and some "
+         "down: rounding, not a wrong formula. Is the running sum kept in float16? Accumulate in float32 "
+         "(tl.zeros(..., dtype=tl.float32)) and convert only once, at the store."),
+    Hint(lambda c, args: bool(c.unwritten.any()),
+         "Parts of the output were never written: does the grid have cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) "
+         "programs, and does each program find a tile of its own? In grouped order the last group may hold "
+         "fewer than GROUP_M tile rows (the min in tile_of)."),
+]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Experiments: the chapter's kernel with chosen meta-parameters
+# ---------------------------------------------------------------------------------------------------
+
+def launch(kernel, a: torch.Tensor, b: torch.Tensor, *, aligned: bool = False, programs: int | None = None,
+           out: torch.Tensor | None = None, **meta) -> torch.Tensor:
+    """relu(a @ b) by ``kernel`` (the signature of chapter 07's ``matmul_relu_kernel``) launched with the
+    meta-parameters given (``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M``, ``num_warps``, ``num_stages``),
+    for the experiments. ``aligned`` is passed as ``ALIGNED``; ``programs`` launches only the first that
+    many programs (the tiles they write show the program order); ``out`` receives the result."""
+    m, k = a.shape
+    n = b.shape[1]
+    c = out if out is not None else torch.empty((m, n), device=a.device, dtype=a.dtype)
+    tiles = -(-m // meta["BLOCK_M"]) * -(-n // meta["BLOCK_N"])
+    kernel[(programs if programs is not None else tiles,)](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        ALIGNED=aligned, **meta)
+    return c
+
+
+def tile_map(c: torch.Tensor, block_m: int, block_n: int) -> list[str]:
+    """One text line per tile row: ``#`` for a tile whose outputs were written (not NaN), ``.`` otherwise."""
+    rows = []
+    for i in range(0, c.shape[0], block_m):
+        rows.append("".join("#" if bool(torch.isfinite(c[i:i + block_m, j:j + block_n]).all()) else "."
+                            for j in range(0, c.shape[1], block_n)))
+    return rows
+
+
+@dataclass
+class CompileReport:
+    """What one compilation of a kernel contains, read from its PTX and TTGIR."""
+
+    arch: int
+    instructions: Counter                 # PTX opcode -> count (loads, stores, copies, tensor-core ops)
+    shared_bytes: int
+    shared_layouts: list[str] = field(default_factory=list)
+
+    def count(self, prefix: str) -> int:
+        """How many instructions start with ``prefix`` (e.g. "cp.async.cg.shared.global", "ld.global")."""
+        return sum(n for op, n in self.instructions.items() if op.startswith(prefix))
+
+    @property
+    def async_copies(self) -> int:
+        """Asynchronous global-to-shared copies (``cp.async``, 16 bytes each here): the software pipeline."""
+        return self.count("cp.async.cg.shared.global") + self.count("cp.async.ca.shared.global")
+
+    @property
+    def two_byte_loads(self) -> int:
+        """Global loads of one 16-bit element at a time (``ld.global.b16``): no vectors, no pipeline."""
+        return self.count("ld.global.b16") + self.count("ld.global.u16")
+
+    @property
+    def tensor_core_ops(self) -> int:
+        return self.count("wgmma.mma_async") + self.count("mma.sync")
+
+    def summary(self) -> str:
+        return (f"sm_{self.arch}: {self.async_copies:>3} cp.async of 16 B, {self.two_byte_loads:>3} ld.global of 2 B, "
+                f"{self.count('st.global.v4'):>3} 16-byte stores, {self.count('st.global.b16'):>3} 2-byte stores, "
+                f"{self.tensor_core_ops:>3} tensor-core ops, {self.shared_bytes // 1024:>3} KB shared memory")
+
+
+_TRITON_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+
+#: Run in a fresh Python without TRITON_INTERPRET: Triton's interpreter leaves patched language functions
+#: behind after a kernel calls a library function such as tl.cdiv, and a compiler in that process trips over them.
+_COMPILE_DRIVER = r"""
+import json, re, sys, types
+from collections import Counter
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+job = json.loads(sys.stdin.read())
+module = types.ModuleType("kernel_under_report")
+module.__dict__.update(triton=triton, tl=tl)
+sys.modules[module.__name__] = module
+import linecache
+linecache.cache["<kernel_under_report>"] = (len(job["source"]), None, job["source"].splitlines(True),
+                                            "<kernel_under_report>")
+exec(compile(job["source"], "<kernel_under_report>", "exec"), module.__dict__)
+fn = module.__dict__[job["name"]]
+out = []
+for case in job["cases"]:
+    attrs = {(int(k),): [["tt.divisibility", 16]] for k in case["divisible"]}
+    src = triton.compiler.ASTSource(fn=fn, signature=case["signature"], constexprs=case["constants"], attrs=attrs)
+    compiled = triton.compile(src, target=GPUTarget("cuda", case["arch"], 32),
+                              options={"num_warps": case["num_warps"], "num_stages": case["num_stages"]})
+    ptx, ttgir = compiled.asm["ptx"], compiled.asm["ttgir"]
+    ops = Counter(re.findall(r"^\s*(?:@!?%p\d+\s+)?((?:ld|st|cp|wgmma|mma|ldmatrix)\.[\w.]+)", ptx, re.M))
+    layouts = sorted(set(re.findall(r"#ttg\.\w+_shared<\{[^}]*\}>", ttgir)))
+    out.append({"ops": dict(ops), "shared": int(compiled.metadata.shared), "layouts": layouts})
+print(json.dumps(out))
+"""
+
+
+def _jit_source(kernel) -> tuple[str, str]:
+    """(name, source) of a @triton.jit kernel and of the @triton.jit functions it calls, decorators
+    replaced by a plain @triton.jit."""
+    import inspect
+    import textwrap
+
+    seen, parts = set(), []
+
+    def add(obj) -> None:
+        fn = getattr(obj, "fn", obj)
+        while hasattr(fn, "fn"):          # autotuner / heuristics wrappers
+            fn = fn.fn
+        if fn.__name__ in seen:
+            return
+        seen.add(fn.__name__)
+        lines = textwrap.dedent(inspect.getsource(fn)).splitlines()
+        body = lines[next(i for i, line in enumerate(lines) if line.startswith("def ")):]
+        parts.append("@triton.jit\n" + "\n".join(body) + "\n")
+        for name in fn.__code__.co_names:
+            other = fn.__globals__.get(name)
+            if other is not None and type(other).__name__ in ("JITFunction", "InterpretedFunction"):
+                add(other)
+
+    add(kernel)
+    return getattr(getattr(kernel, "fn", kernel), "__name__"), "\n\n".join(reversed(parts))
+
+
+def _arg_names(kernel) -> list[str]:
+    import inspect
+
+    fn = getattr(kernel, "fn", kernel)
+    while hasattr(fn, "fn"):
+        fn = fn.fn
+    return list(inspect.signature(fn).parameters)
+
+
+def compile_reports(kernel, cases: Sequence[dict]) -> list[CompileReport]:
+    """Compile chapter 07's ``kernel`` once per case and read what the compiler produced (see
+    :func:`compile_report` for a case's keys), all in one fresh Python process."""
+    import os
+    import subprocess
+    import sys
+
+    name, source = _jit_source(kernel)
+    names = _arg_names(kernel)
+    jobs = []
+    for case in cases:
+        case = dict(case)
+        m, n, k = case.pop("m"), case.pop("n"), case.pop("k")
+        aligned = case.pop("aligned")
+        arch = case.pop("arch", 90)
+        dtype = case.pop("dtype", torch.float16)
+        a_strides = (1, m) if case.pop("transpose_a", False) else (k, 1)
+        b_strides = (1, k) if case.pop("transpose_b", False) else (n, 1)
+        num_warps, num_stages = case.pop("num_warps", 8), case.pop("num_stages", 3)
+        ints = {"M": m, "N": n, "K": k, "stride_am": a_strides[0], "stride_ak": a_strides[1],
+                "stride_bk": b_strides[0], "stride_bn": b_strides[1], "stride_cm": n, "stride_cn": 1}
+        meta = dict(case, ALIGNED=aligned)
+        signature, constants, divisible = {}, {}, []
+        for i, arg in enumerate(names):
+            if arg.endswith("_ptr"):
+                signature[arg] = "*" + _TRITON_DTYPES[dtype]
+                divisible.append(i)   # torch allocations are aligned to far more than 16 bytes
+            elif arg in ints and ints[arg] == 1:
+                signature[arg], constants[arg] = "constexpr", 1
+            elif arg in ints:
+                signature[arg] = "i32"
+                if ints[arg] % 16 == 0:
+                    divisible.append(i)
+            else:
+                signature[arg], constants[arg] = "constexpr", meta[arg]
+        jobs.append({"signature": signature, "constants": constants, "divisible": divisible, "arch": arch,
+                     "num_warps": num_warps, "num_stages": num_stages})
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_DRIVER], input=json.dumps(
+        {"name": name, "source": source, "cases": jobs}), capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()][-6:]
+        raise CheckFailed(f"compiling {name} for the report failed:\n  " + "\n  ".join(lines))
+    return [CompileReport(job["arch"], Counter(r["ops"]), r["shared"], r["layouts"])
+            for job, r in zip(jobs, json.loads(proc.stdout.strip().splitlines()[-1]))]
+
+
+def compile_report(kernel, *, m: int, n: int, k: int, aligned: bool, **case) -> CompileReport:
+    """Compile chapter 07's ``kernel`` for GPU architecture ``arch`` (default 90: H100/H200) the way Triton
+    would for contiguous (``transpose_a``/``transpose_b``: column-major) operands of these sizes, with
+    ``ALIGNED=aligned`` and the given meta-parameters (``BLOCK_M``, ..., ``num_warps``, ``num_stages``),
+    and read what the compiler produced.
+
+    Triton specialises each integer argument on its value: 1 becomes a constant, a multiple of 16 is
+    marked divisible by 16, anything else (3000, say) is just an integer; a pointer aligned to 16 bytes is
+    marked so. Compiling needs no GPU (Triton ships the PTX assembler), so this runs on a laptop too.
+    """
+    return compile_reports(kernel, [dict(case, m=m, n=n, k=k, aligned=aligned)])[0]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shared-memory banks
+# ---------------------------------------------------------------------------------------------------
+
+BANKS, BANK_BYTES = 32, 4
+
+
+def wavefronts(byte_addresses: Sequence[int], access_bytes: int = 16) -> int:
+    """Shared-memory passes one warp-wide access needs: each thread reads ``access_bytes`` from its address;
+    shared memory serves one 4-byte word per bank per pass, so the pass count is the largest number of
+    different words any one of the 32 banks holds (1: conflict-free)."""
+    words_by_bank: dict[int, set[int]] = {}
+    for address in byte_addresses:
+        for word in range(address // BANK_BYTES, (address + access_bytes - 1) // BANK_BYTES + 1):
+            words_by_bank.setdefault(word % BANKS, set()).add(word)
+    return max(len(words) for words in words_by_bank.values())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Kernel names in a profiler table
+# ---------------------------------------------------------------------------------------------------
+
+def kernel_table(fn: Callable[..., object], *args: object, calls: int = 3) -> list[dict[str, object]]:
+    """The GPU kernels ``fn(*args)`` launches, from ``torch.profiler`` over ``calls`` calls (after a warm-up
+    call): ``[{"name", "calls", "us_per_call"}]``, longest first. Needs a CUDA GPU."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from .device import require_gpu
+
+    require_gpu("Profiling kernels")
+    fn(*args)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn(*args)
+        torch.cuda.synchronize()
+    rows = []
+    for event in prof.key_averages():
+        device_us = getattr(event, "device_time_total", None)
+        if device_us is None:
+            device_us = getattr(event, "cuda_time_total", 0)
+        if device_us and event.count:
+            rows.append({"name": event.key, "calls": event.count // calls or event.count,
+                         "us_per_call": round(device_us / calls, 1)})
+    return sorted(rows, key=lambda r: -r["us_per_call"])
+
+
+#: (pattern, what a match says): tokens of GPU kernel names, read the way the CUTLASS profiler documents
+#: its own kernel names (media/docs/cpp/profiler.md, "CUTLASS 3.0 GEMM procedural names"). cuBLAS's own
+#: names (sm90_xmma_..., nvjet_...) are not documented; where they use the same tokens, reading them the
+#: same way is an analogy, not a specification.
+NAME_TOKENS: list[tuple[str, Callable[[re.Match], str]]] = [
+    (r"^triton_tem_", lambda m: "torch.compile (Inductor): a Triton template kernel (its matmul template); "
+                                "the words after 'fused_' name the operations fused into it"),
+    (r"^triton_poi_", lambda m: "torch.compile (Inductor): a generated Triton pointwise kernel"),
+    (r"^triton_(?:red|per)_", lambda m: "torch.compile (Inductor): a generated Triton reduction kernel"),
+    (r"^nvjet", lambda m: "cuBLAS (CUDA 12.8 and newer): one of its 'nvjet' GEMM kernels; the name format "
+                          "is not documented"),
+    (r"xmma", lambda m: "cuBLAS: an NVIDIA-internal tensor-core GEMM kernel; the name format is not documented"),
+    (r"^cutlass", lambda m: "CUTLASS: named by the documented CUTLASS convention"),
+    (r"at::native::.*elementwise", lambda m: "PyTorch's own CUDA kernel for an element-wise operation "
+                                              "(here the ReLU, as clamp_min)"),
+    (r"sm_?(\d)(\d{1,2})(?!\d)", lambda m: f"built for compute capability {m[1]}.{m[2]} (sm_{m[1]}{m[2]})"),
+    (r"tf32|bf16|f16|f32|e4m3|e5m2", lambda m: "data types, in order: "
+     + " ".join(re.findall(r"tf32|bf16|f16|f32|e4m3|e5m2", m.string))),
+    (r"(?<![\dx])(\d+)x(\d+)x(\d+)(?![\dx])", lambda m: f"a tile of {m[1]} x {m[2]} x {m[3]}: "
+                                                        "CUTLASS writes its thread-block tile M x N x K this way"),
+    (r"_(\d{2,3})x(\d{2,3})_", lambda m: f"a tile {m[1]} x {m[2]} (M x N, by analogy with CUTLASS's tile)"),
+    (r"_(tn|nt|nn|tt|ntn|tnn|nnn|ttn|tnt|nnt|NN|NT|TN|TT|NNT|NTN|TNT|TTN)(?=_|$)",
+     lambda m: f"operand layouts {m[1]}: n = column-major, t = row-major, as column-major BLAS sees them "
+               "(a row-major PyTorch matrix is a transposed column-major one)"),
+    (r"warpspecialized|coop|pingpong", lambda m: "a Hopper schedule: warp-specialised warps that load while "
+                                                 "others compute (cooperative or ping-pong)"),
+]
+
+
+def read_kernel_name(name: str) -> list[str]:
+    """What the tokens of a kernel name say, one line per token found (see :data:`NAME_TOKENS`). A Triton
+    kernel of your own is named after its Python function, so none of these apply to it."""
+    return [say(match) for pattern, say in NAME_TOKENS if (match := re.search(pattern, name))]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Recorded figures
+# ---------------------------------------------------------------------------------------------------
+
+SWEEP_FILE = "07_matmul_relu_sweep.json"
+
+
+def recorded_sweep() -> tuple[dict | None, str]:
+    """``(results/07_matmul_relu_sweep.json as a dict, "recorded on an H200 (..., made by `...`)")``, or
+    ``(None, why)`` when this copy of the course has no such file."""
+    path = RESULTS / SWEEP_FILE
+    if not path.exists():
+        return None, (f"no recorded figures yet: results/{SWEEP_FILE} is made on a GPU by "
+                      "`python results/sweeps/matmul_sweep.py`")
+    data = json.loads(path.read_text())
+    where = data.get("device", "GPU").replace("NVIDIA ", "")
+    return data, f"recorded on an {where} (results/{SWEEP_FILE}, made by `{data.get('command', '?')}`)"
