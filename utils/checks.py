@@ -543,9 +543,23 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
         for c in wrong:
             text = describe(c)
             report.append(f"Output `{c.output}`: " + text if several else text)
-        extra = [h.message for h in hints if _hint_fires(h, results, args)]
+        extra = [h.message for h in hints if _hint_fires(h, results, _as_passed(args, before) if changed else args)]
         raise CheckFailed(f"{label}:\n" + "\n".join(report) + "".join(f"\nHint: {m}" for m in extra))
     return tuple(results) if several else results[0]
+
+
+def _as_passed(args: Sequence[object], before: Sequence[torch.Tensor | None]) -> list[object]:
+    """The arguments as they were passed (values from the copies taken before the call), with their strides:
+    what hints look at when the call changed an input."""
+    out = []
+    for a, b in zip(args, before):
+        if isinstance(a, torch.Tensor) and b is not None:
+            t = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device)
+            t.copy_(b)
+            out.append(t)
+        else:
+            out.append(a)
+    return out
 
 
 def _hint_fires(hint: Hint, results: Sequence[Comparison], args: Sequence[object]) -> bool:
