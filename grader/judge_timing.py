@@ -113,12 +113,13 @@ def _output_bytes(templates: Sequence[Any], reference: Callable[..., Any]) -> in
 
 def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
                 tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str, round_no: int = 0,
-                timeout_s: float = 300.0, same_size_copy: bool = False) -> tuple[float, int]:
+                timeout_s: float = 300.0, same_size_copy: int = 0) -> tuple[float, int]:
     """One verified timed loop; returns (milliseconds per call, calls). Raises CheckFailed on any doubt.
 
-    ``same_size_copy``: right after the timed loop, the judge also times, in its own process on the same
-    GPU, ``calls`` copies of a tensor of the first input's shape and dtype; the round's entry in
-    ``session.timing_rounds`` keeps it as ``copy_ms`` (milliseconds per copy)."""
+    ``same_size_copy`` (bytes, 0 for none): right after the timed loop, the judge also times, in its own
+    process on the same GPU, ``calls`` copies that move that many bytes (half read, half written) in the
+    first input's dtype; the round's entry in ``session.timing_rounds`` keeps ``copy_ms`` (per copy) and
+    ``copy_bytes``."""
     session = fn.session
     device = session.transport.device
     specs = _specs(templates)
@@ -174,8 +175,11 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
         if not (reported > 0 and abs(reported - judged) <= CLOCK_TOLERANCE * judged + CLOCK_SLACK_MS):
             raise ClockDisagreement(f"{what}: the notebook reported {reported:.3f} ms for the timed loop, but the grader's "
                               f"own clock measured {judged:.3f} ms. Timings that disagree earn no points.")
-        if same_size_copy:   # the ceiling of this round: a copy of the first input, timed by the judge
-            entry["copy_ms"] = round(time_same_size_copy(session, templates[0], calls), 6)
+        if same_size_copy:   # the ceiling of this round: a copy of as many bytes, timed by the judge
+            x = next(t for t in templates if isinstance(t, torch.Tensor))
+            numel = max(1, same_size_copy // 2 // x.element_size())
+            entry["copy_ms"] = round(time_same_size_copy(session, x.dtype, numel, calls), 6)
+            entry["copy_bytes"] = 2 * numel * x.element_size()
         challenge = session.seed.key("challenge", what, round_no)
         pick = session.seed.key("pick", what, round_no) % calls
         resp, _, f = _request(session, {"step": "verify", "label": what, "challenge": challenge, "pick": pick},
@@ -297,7 +301,7 @@ def _load_picked(spec: dict[str, Any], folder, expected: torch.Tensor, what: str
 
 def _agreeing_rounds(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
                      tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str,
-                     same_size_copy: bool = False):
+                     same_size_copy: int = 0):
     """Yield (ms per call, the round's entry) for each verified round whose clocks agree, up to
     :data:`MAX_ROUNDS` rounds in all; raise the last disagreement if no round agreed. Any other failure (a
     wrong timed output, PyTorch in the loop, a skipped call) ends the rounds at once."""
@@ -339,16 +343,14 @@ def best_verified_fraction_of_copy(fn: StudentFunction, templates: Sequence[Any]
                                    tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str,
                                    fraction: float) -> tuple[float, float]:
     """(GB/s of the student's function, GB/s of a same-size copy) of the verified round where their ratio
-    is best: each round times the student's loop, then a copy of the first input timed by the judge
-    right after it on the same GPU (:func:`time_same_size_copy`), so both meet the same clocks and the
-    same state of the machine. Up to :data:`COUNTED_ROUNDS` agreeing rounds, stopping at the first whose
-    ratio reaches ``fraction``."""
-    x = next(t for t in templates if isinstance(t, torch.Tensor))
-    copy_bytes = 2 * x.numel() * x.element_size()
+    is best. The copy moves the bytes the function is credited with (``nbytes``: half read, half written,
+    in the first input's dtype) and is timed by the judge right after each round's loop, on the same GPU
+    (:func:`time_same_size_copy`), so both meet the same clocks and the same state of the machine. Up to
+    :data:`COUNTED_ROUNDS` agreeing rounds, stopping at the first whose ratio reaches ``fraction``."""
     best: tuple[float, float] | None = None
     counted = 0
-    for ms, entry in _agreeing_rounds(fn, templates, reference, tolerances, what=what, same_size_copy=True):
-        ours, copy = gbps(nbytes, ms), gbps(copy_bytes, entry["copy_ms"])
+    for ms, entry in _agreeing_rounds(fn, templates, reference, tolerances, what=what, same_size_copy=nbytes):
+        ours, copy = gbps(nbytes, ms), gbps(entry["copy_bytes"], entry["copy_ms"])
         entry.update(gbps=round(ours, 1), same_size_copy_gbps=round(copy, 1))
         if best is None or ours / copy > best[0] / best[1]:
             best = (ours, copy)
@@ -363,27 +365,28 @@ def gbps(nbytes: int, ms: float) -> float:
     return nbytes / (max(ms, 1e-9) * 1e-3) / 1e9
 
 
-def time_same_size_copy(session: JudgeSession, template: torch.Tensor, calls: int) -> float:
-    """Milliseconds per copy of a tensor of ``template``'s shape and dtype, ``calls`` copies back to back,
-    timed by the judge in its own process (no student code) on the GPU the student's kernel uses.
+def time_same_size_copy(session: JudgeSession, dtype: torch.dtype, numel: int, calls: int) -> float:
+    """Milliseconds per copy of ``numel`` elements of ``dtype``, ``calls`` copies back to back, timed by the
+    judge in its own process (no student code) on the GPU the student's kernel uses.
 
     On a GPU the copies are a replayed CUDA graph, as the student's calls are, over a rotating pool of
     source and destination tensors four L2 caches large, so that none is read from the L2. Under the
     interpreter (the course's own tests of the protocol) a host clock, whose numbers mean nothing."""
     device = session.transport.device
+    numel = max(1, int(numel))
     with session.gpu_lock.exclusive():
         if not (device.startswith("cuda") and torch.cuda.is_available()):
-            src = torch.randn(template.shape).to(template.dtype)
+            src = torch.randn(numel).to(dtype)
             dst = torch.empty_like(src)
             t0 = time.perf_counter()
             for _ in range(calls):
                 dst.copy_(src)
             return max((time.perf_counter() - t0) * 1e3 / calls, 1e-9)
-        per = template.numel() * template.element_size()
+        per = numel * torch.empty(0, dtype=dtype).element_size()
         l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
         free, _ = torch.cuda.mem_get_info()
         pool = int(max(1, min(calls, max(2, -(-4 * l2 // max(1, 2 * per))), free // 4 // max(1, 2 * per))))
-        srcs = [torch.randn(template.shape, device=device).to(template.dtype) for _ in range(pool)]
+        srcs = [torch.randn(numel, device=device).to(dtype) for _ in range(pool)]
         dsts = [torch.empty_like(t) for t in srcs]
         for a, b in zip(srcs, dsts):   # warm: the copy kernel is loaded, the memory touched
             b.copy_(a)
@@ -412,7 +415,7 @@ def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any
                      same_size_copy: bool = False) -> tuple[float, str]:
     """(points, verdict line) for the student's function through verified timed rounds (:func:`best_verified_ms`).
 
-    ``same_size_copy``: the target is ``fraction`` of a copy of the first input timed in the same rounds
+    ``same_size_copy``: the target is ``fraction`` of a copy that moves ``nbytes``, timed in the same rounds
     (:func:`best_verified_fraction_of_copy`), not of ``ceiling``."""
     templates = list(make_inputs())
     from triton_course.grading import bandwidth_verdict

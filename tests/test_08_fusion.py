@@ -134,7 +134,8 @@ def test_hidden_tests_use_only_judge_names_and_give_the_timed_check_a_reference(
     bandwidth = next(c.source for c in nb.cells if is_test(c)
                      and c.metadata["nbgrader"]["grade_id"] == "test_fused_bandwidth")
     assert "reference=reference" in bandwidth and "tolerances=fused_tolerances" in bandwidth
-    assert "fraction=0.8" in bandwidth and "(4 * 8192 * 4096 + 4096) * 2" in bandwidth
+    assert "fraction=0.85" in bandwidth and 'against="same_size_copy"' in bandwidth
+    assert "(4 * 8192 * 4096 + 4096) * 2" in bandwidth
 
 
 def test_no_visible_cell_hands_over_an_online_softmax():

@@ -443,7 +443,7 @@ def test_timed_protocol_times_a_same_size_copy_in_each_round(tmp_path, timing_on
     points, verdict = remote_bandwidth(StudentFunction(s, "add"), lambda: (torch.randn(5000), torch.randn(5000)),
                                        3 * 5000 * 4, fraction=0.0, points=2, what="add", ceiling=1.0,
                                        reference=reference, tolerances=tolerance_for, same_size_copy=True)
-    assert points == 2 and "of a copy of the same size timed in the same rounds" in verdict
+    assert points == 2 and "of a copy of the same size (as many bytes), timed in the same rounds" in verdict
     assert all(r["copy_ms"] > 0 and r["same_size_copy_gbps"] > 0 for r in s.timing_rounds)
 
 

@@ -79,8 +79,8 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
                      against: str = "copy") -> float:
     """Points for reaching ``fraction`` of this GPU's copy bandwidth; 0 and NOT GRADED without a GPU.
 
-    ``against="same_size_copy"``: the target is ``fraction`` of a copy of the first input (a tensor of
-    the same size), timed in the same rounds as ``fn``, instead of the 1 GiB copy: at a few tens of MB
+    ``against="same_size_copy"``: the target is ``fraction`` of a copy that moves ``nbytes`` (half read,
+    half written), timed in the same rounds as ``fn``, instead of the 1 GiB copy: at a few tens of MB
     the fixed costs of a launch hold back any kernel, a copy too.
 
     The last expression of a graded cell is its score (nbgrader's partial credit), so a hidden test ends
@@ -157,25 +157,35 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
 
 def same_size_copy_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
                         what: str) -> tuple[float, float]:
-    """(GB/s of ``fn``, GB/s of a copy of its first input) timed in the same rounds
-    (:func:`triton_course.bench.steady_rounds`), the median of each; every timed call must launch."""
+    """(GB/s of ``fn``, GB/s of a copy that moves as many bytes) timed in the same rounds
+    (:func:`triton_course.bench.steady_rounds`), the median of each. The copy moves ``nbytes`` (half read,
+    half written) in the first input's dtype, from a fresh tensor in each input set. Every timed call of
+    ``fn`` must launch a kernel."""
     import statistics
+
+    import torch
 
     from .bench import gbps, steady_rounds
     from .integrity import LaunchesPerCall
 
-    x = next(t for t in make_inputs() if hasattr(t, "element_size"))
-    copy_bytes = 2 * x.numel() * x.element_size()
+    x = next(t for t in make_inputs() if isinstance(t, torch.Tensor))
+    numel = max(1, nbytes // 2 // x.element_size())
+
+    def with_copy_source():
+        inputs = tuple(make_inputs())
+        return (*inputs, torch.empty(numel, dtype=x.dtype, device=x.device).normal_())
+
     with LaunchesPerCall(fn) as timed:
-        times = steady_rounds({"fn": timed, "copy": lambda first, *rest: first.clone()}, make_inputs)
+        times = steady_rounds({"fn": lambda *a: timed(*a[:-1]), "copy": lambda *a: a[-1].clone()}, with_copy_source)
     require_launch_per_call(timed, what)
-    return gbps(nbytes, statistics.median(times["fn"])), gbps(copy_bytes, statistics.median(times["copy"]))
+    return gbps(nbytes, statistics.median(times["fn"])), gbps(2 * numel * x.element_size(),
+                                                              statistics.median(times["copy"]))
 
 
 def same_size_copy_verdict(achieved: float, copy: float, fraction: float, what: str) -> str:
     """The line a passing check against a same-size copy prints; raises :class:`CheckFailed` below target."""
-    verdict = (f"{what}: {achieved:,.0f} GB/s = {achieved / copy:.0%} of a copy of the same size timed in the "
-               f"same rounds ({copy:,.0f} GB/s); target {fraction:.0%}")
+    verdict = (f"{what}: {achieved:,.0f} GB/s = {achieved / copy:.0%} of a copy of the same size (as many bytes), "
+               f"timed in the same rounds ({copy:,.0f} GB/s); target {fraction:.0%}")
     if achieved < fraction * copy:
         raise CheckFailed(verdict + ". Count the bytes your kernel moves: is anything read or written "
                           "twice, or are the blocks too small to keep the memory system busy?")
