@@ -37,7 +37,7 @@ import torch
 
 from grader.gpu_lock import GpuLock
 from triton_course.checks import CheckFailed, GuardedTensor
-from triton_course.harness import DTYPES, PLAIN, load_tensor
+from triton_course.harness import DTYPES, MAX_OUTPUTS, PLAIN, load_tensor
 
 # ---------------------------------------------------------------------------------------------------
 # The secret seed
@@ -83,8 +83,12 @@ ALLOWED_OPS = frozenset({
 MAX_SCALAR_READS = 16
 
 
-def work_problems(evidence: dict[str, Any], require_kernel: bool) -> list[str]:
-    """Why a call's output is not the work of the student's Triton kernel ([] if nothing is wrong)."""
+def work_problems(evidence: dict[str, Any], require_kernel: bool, outputs: list[str] | None = None,
+                  arg_names: list[str] | None = None) -> list[str]:
+    """Why a call's output is not the work of the student's Triton kernel ([] if nothing is wrong).
+
+    ``evidence["output"]`` is one tensor, or a tuple whose every tensor is held to the same rules
+    (``outputs`` names them, ``arg_names`` the inputs, in messages)."""
     problems: list[str] = []
     if not require_kernel:
         return problems
@@ -104,13 +108,36 @@ def work_problems(evidence: dict[str, Any], require_kernel: bool) -> list[str]:
                         "(a tensor made from NumPy or Python values?).")
     out = evidence.get("output") or {}
     if out.get("kind") == "tensor":
-        if out.get("is_input"):
-            problems.append("returned one of its inputs instead of a new output tensor.")
-        elif not out.get("written_by_launch"):
-            problems.append("returned a tensor that no Triton kernel launch received, so the kernel cannot "
-                            "have written it.")
-        if not out.get("exact_type", True):
-            problems.append("returned a subclass of torch.Tensor; return a plain tensor.")
+        problems += _output_problems(out, None, arg_names)
+    elif out.get("kind") == "tuple":
+        items = [i for i in out.get("items", []) if isinstance(i, dict)]
+        names = outputs if outputs is not None and len(outputs) == len(items) else \
+            [f"output {i + 1}" for i in range(len(items))]
+        for item, name in zip(items, names):
+            problems += _output_problems(item, name, arg_names)
+        for i, item in enumerate(items):
+            twins = [j for j in item.get("shares_memory_with", []) if isinstance(j, int) and i < j < len(items)]
+            for j in twins:
+                problems.append(f"returned outputs `{names[i]}` and `{names[j]}` in the same memory (the same "
+                                "tensor twice?): each output needs a tensor of its own, written by your kernel.")
+    return problems
+
+
+def _output_problems(out: dict[str, Any], name: str | None, arg_names: list[str] | None) -> list[str]:
+    """The evidence of one returned tensor (``name`` is None for a function's only output)."""
+    problems = []
+    which = "a tensor" if name is None else f"as output `{name}` a tensor"
+    if out.get("is_input"):
+        k = out.get("input_index")
+        arg = f"`{arg_names[k]}`" if isinstance(k, int) and arg_names and 0 <= k < len(arg_names) else "one of its inputs"
+        problems.append(f"returned its input {arg} instead of a new output tensor." if name is None else
+                        f"returned its input {arg} as output `{name}` instead of a new tensor.")
+    elif not out.get("written_by_launch"):
+        problems.append(f"returned {which} that no Triton kernel launch received, so the kernel cannot "
+                        "have written it.")
+    if not out.get("exact_type", True):
+        problems.append("returned a subclass of torch.Tensor; return a plain tensor." if name is None else
+                        f"returned as output `{name}` a subclass of torch.Tensor; return a plain tensor.")
     return problems
 
 
@@ -164,12 +191,15 @@ class InProcessTransport(Transport):
 
 @dataclass
 class CallResult:
-    """What came back from one call: the output (a tensor on the CPU, or a plain value) and evidence."""
+    """What came back from one call: the output (a tensor on the CPU, a tuple of them, or a plain value),
+    the guarded allocation of each returned tensor (None where it is not one), the inputs after the call,
+    and the evidence."""
 
     output: Any
     allocation: GuardedTensor | None
     inputs_after: list[torch.Tensor]
     evidence: dict[str, Any]
+    allocations: list[GuardedTensor | None] = field(default_factory=list)
 
 
 class StudentFunction:
@@ -183,9 +213,11 @@ class StudentFunction:
     def __repr__(self) -> str:
         return f"<the student's {self.__name__}>"
 
-    def remote_call(self, args: list[Any], kwargs: dict[str, Any] | None = None,
-                    label: str | None = None) -> CallResult:
-        return self.session.call(self.__name__, args, kwargs or {}, label or self.__name__, self.require_kernel)
+    def remote_call(self, args: list[Any], kwargs: dict[str, Any] | None = None, label: str | None = None,
+                    outputs: list[str] | None = None, arg_names: list[str] | None = None) -> CallResult:
+        """One call; ``outputs`` and ``arg_names`` only name the outputs and inputs in messages."""
+        return self.session.call(self.__name__, args, kwargs or {}, label or self.__name__, self.require_kernel,
+                                 outputs=outputs, arg_names=arg_names)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.remote_call(list(args), kwargs).output
@@ -256,7 +288,8 @@ class JudgeSession:
 
     # -- one call --------------------------------------------------------------------------------------
     def call(self, name: str, args: list[Any], kwargs: dict[str, Any], label: str,
-             require_kernel: bool = True) -> CallResult:
+             require_kernel: bool = True, outputs: list[str] | None = None,
+             arg_names: list[str] | None = None) -> CallResult:
         self.calls += 1
         folder = self.transport.exchange / f"call-{self.calls}"
         folder.mkdir(parents=True)
@@ -274,7 +307,7 @@ class JudgeSession:
                 self.transport.run(folder, self.call_timeout_s)
             self.last_call_seconds = time.perf_counter() - t0
             self.in_flight = None
-            return self._decode(folder, label, sent, require_kernel)
+            return self._decode(folder, label, sent, require_kernel, outputs, arg_names)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -295,7 +328,8 @@ class JudgeSession:
             return {"kind": "value", "value": list(value) if isinstance(value, tuple) else value}
         raise TypeError(f"the judge cannot send a {type(value).__name__} to the student's notebook")
 
-    def _decode(self, folder: Path, label: str, sent: list[torch.Tensor], require_kernel: bool) -> CallResult:
+    def _decode(self, folder: Path, label: str, sent: list[torch.Tensor], require_kernel: bool,
+                outputs: list[str] | None = None, arg_names: list[str] | None = None) -> CallResult:
         path = folder / "response.json"
         if not path.is_file() or path.stat().st_size > 1_000_000:
             raise CheckFailed(f"{label}: the notebook gave no answer to the grader's call (did it replace the "
@@ -318,31 +352,60 @@ class JudgeSession:
         if status != "ok":
             raise CheckFailed(f"{label}: the notebook's answer has no valid status")
         out = resp.get("output") or {}
-        budget = 64 << 20
-        budget += sum(4 * (t.untyped_storage().nbytes() + 2 * 4096 * 8) for t in sent)
+        if not isinstance(out, dict):
+            raise CheckFailed(f"{label}: the notebook's answer could not be read (no output)")
+        budget = output_budget(sent)
         if out.get("kind") == "tensor":
-            output = self._load(out, folder, budget, label)
-            pad = out.get("guard_pad")
-            allocation = None
-            if isinstance(pad, int) and pad >= 0:
-                buffer = torch.empty(0, dtype=output.dtype).set_(output.untyped_storage(), 0,
-                                                                  (output.untyped_storage().nbytes() // max(1, output.element_size()),), (1,))
-                allocation = GuardedTensor(output, buffer, pad)
+            output, allocation = self._load_output(out, folder, budget, label)
+            allocations = [allocation]
+        elif out.get("kind") == "tuple":
+            items = out.get("items")
+            if not isinstance(items, list) or not items or len(items) > MAX_OUTPUTS or \
+                    not all(isinstance(i, dict) for i in items):
+                raise CheckFailed(f"{label}: the notebook's answer could not be read (a malformed tuple)")
+            loaded, remaining = [], budget
+            for item in items:   # the budget holds for all outputs together: two huge ones are no better
+                tensor, allocation = self._load_output(item, folder, remaining, label)
+                remaining -= tensor.untyped_storage().nbytes()
+                loaded.append((tensor, allocation))
+            output = tuple(t for t, _ in loaded)
+            allocation, allocations = loaded[0][1], [a for _, a in loaded]
         elif out.get("kind") == "value":
-            output, allocation = out.get("value"), None
+            output, allocation, allocations = out.get("value"), None, []
         else:
-            raise CheckFailed(f"{label} returned a {out.get('type', 'value')} that the grader cannot read; return "
-                              "a tensor or plain numbers")
+            raise CheckFailed(f"{label} returned a {str(out.get('type', 'value'))[:200]} that the grader cannot read; "
+                              "return a tensor, a tuple of tensors or plain numbers")
         after = []
         specs = resp.get("inputs") or []
         if len(specs) != len(sent):
             raise CheckFailed(f"{label}: the notebook's answer lost track of its inputs")
         for spec in specs:
             after.append(self._load(spec, folder, budget, label))
-        problems = work_problems(resp, require_kernel and isinstance(output, torch.Tensor))
+        if outputs is not None:   # the caller expects several outputs: their number comes first
+            want = f"a tuple of {len(outputs)} tensors ({', '.join(outputs)})"
+            if not isinstance(output, tuple):
+                got = "Tensor" if isinstance(output, torch.Tensor) else type(output).__name__
+                raise CheckFailed(f"{label} returned {got}, expected {want}")
+            if len(output) != len(outputs):
+                raise CheckFailed(f"{label} returned {len(output)} outputs, expected {want}")
+        problems = work_problems(resp, require_kernel and isinstance(output, (torch.Tensor, tuple)), outputs,
+                                 arg_names)
         if problems:
             raise CheckFailed(f"{label} " + " ".join(problems))
-        return CallResult(output, allocation, after, resp)
+        return CallResult(output, allocation, after, resp, allocations)
+
+    def _load_output(self, spec: dict[str, Any], folder: Path, budget: int,
+                     label: str) -> tuple[torch.Tensor, GuardedTensor | None]:
+        """One returned tensor, and its guarded allocation when the evidence says it covers one."""
+        output = self._load(spec, folder, budget, label)
+        pad = spec.get("guard_pad")
+        if isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad <= output.untyped_storage().nbytes():
+            storage = output.untyped_storage()
+            buffer = torch.empty(0, dtype=output.dtype).set_(storage, 0, (storage.nbytes() // max(1, output.element_size()),),
+                                                             (1,))
+            if output.storage_offset() == pad:
+                return output, GuardedTensor(output, buffer, pad)
+        return output, None
 
     @staticmethod
     def _load(spec: dict[str, Any], folder: Path, budget: int, label: str) -> torch.Tensor:
@@ -352,9 +415,21 @@ class JudgeSession:
             f = folder / spec["file"]
             if f.stat().st_size > budget:
                 raise ValueError(f"{f.stat().st_size:,} bytes is more than any answer needs")
+            shape = [int(d) for d in spec.get("shape", [])]
+            elements = 1
+            for d in shape:
+                elements *= max(d, 0)
+            if elements * torch.empty(0, dtype=DTYPES[spec["dtype"]]).element_size() > max(budget, 0):
+                raise ValueError(f"a view of {elements:,} elements is more than any answer needs")
             return load_tensor(spec, folder, device="cpu")
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, OverflowError) as exc:
             raise CheckFailed(f"{label}: the tensor the notebook returned could not be read ({exc})") from None
+
+
+def output_budget(sent: list[torch.Tensor]) -> int:
+    """Bytes of output the judge reads back from one call: 64 MiB plus four times the inputs (with their
+    guard regions). Enough for any answer of the course; a flood of bytes is refused, not read."""
+    return (64 << 20) + sum(4 * (t.untyped_storage().nbytes() + 2 * 4096 * 8) for t in sent)
 
 
 # ---------------------------------------------------------------------------------------------------

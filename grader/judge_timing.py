@@ -98,14 +98,32 @@ def calls_for(bytes_per_call: int, device: str) -> int:
     return int(max(4, min(256, min(free // 2, 40 << 30) // max(1, bytes_per_call))))
 
 
+def _output_bytes(templates: Sequence[Any], reference: Callable[..., Any]) -> int:
+    """Bytes one call returns, from the reference's output shapes (run on the meta device: no data), at the
+    first input's element size; the largest input's size if the reference cannot run there."""
+    tensors = [t for t in templates if isinstance(t, torch.Tensor)]
+    size = tensors[0].element_size() if tensors else 4
+    try:
+        out = reference(*[t.to("meta", torch.float64) if isinstance(t, torch.Tensor) else t for t in templates])
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        return sum(o.numel() * size for o in outs if isinstance(o, torch.Tensor))
+    except Exception:
+        return max((t.numel() * t.element_size() for t in tensors), default=0)
+
+
 def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
                 tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str, round_no: int = 0,
-                timeout_s: float = 300.0) -> tuple[float, int]:
-    """One verified timed loop; returns (milliseconds per call, calls). Raises CheckFailed on any doubt."""
+                timeout_s: float = 300.0, same_size_copy: int = 0) -> tuple[float, int]:
+    """One verified timed loop; returns (milliseconds per call, calls). Raises CheckFailed on any doubt.
+
+    ``same_size_copy`` (bytes, 0 for none): right after the timed loop, the judge also times, in its own
+    process on the same GPU, ``calls`` copies that move that many bytes (half read, half written) in the
+    first input's dtype; the round's entry in ``session.timing_rounds`` keeps ``copy_ms`` (per copy) and
+    ``copy_bytes``."""
     session = fn.session
     device = session.transport.device
     specs = _specs(templates)
-    out_bytes = max((t.numel() * t.element_size() for t in templates if isinstance(t, torch.Tensor)), default=0)
+    out_bytes = _output_bytes(templates, reference)
     in_bytes = sum(t.numel() * t.element_size() for t in templates if isinstance(t, torch.Tensor))
     calls = calls_for(in_bytes + out_bytes, device)
     keys = [session.seed.key("time", what, round_no, i) for i in range(calls)]
@@ -150,11 +168,18 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
             problems.append("returned, while timed, tensors that no Triton launch received.")
         if int(resp.get("distinct_outputs", 0)) < calls:
             problems.append("returned the same output tensor for different timed calls.")
+        if int(resp.get("outputs_per_call", 1)) < 1:
+            problems.append("returned, while timed, a different number of outputs from one call to the next.")
         if problems:
             raise CheckFailed(f"{what}: " + " ".join(problems))
         if not (reported > 0 and abs(reported - judged) <= CLOCK_TOLERANCE * judged + CLOCK_SLACK_MS):
             raise ClockDisagreement(f"{what}: the notebook reported {reported:.3f} ms for the timed loop, but the grader's "
                               f"own clock measured {judged:.3f} ms. Timings that disagree earn no points.")
+        if same_size_copy:   # the ceiling of this round: a copy of as many bytes, timed by the judge
+            x = next(t for t in templates if isinstance(t, torch.Tensor))
+            numel = max(1, same_size_copy // 2 // x.element_size())
+            entry["copy_ms"] = round(time_same_size_copy(session, x.dtype, numel, calls), 6)
+            entry["copy_bytes"] = 2 * numel * x.element_size()
         challenge = session.seed.key("challenge", what, round_no)
         pick = session.seed.key("pick", what, round_no) % calls
         resp, _, f = _request(session, {"step": "verify", "label": what, "challenge": challenge, "pick": pick},
@@ -170,6 +195,18 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
             shutil.rmtree(f, ignore_errors=True)
 
 
+def _tolerances_per_output(tolerances: Callable[[torch.dtype], Any], dtype: torch.dtype,
+                           n: int) -> list[tuple[float, float]]:
+    """``tolerances(dtype)`` is ``(atol, rtol)`` or one such pair per output."""
+    tol = tolerances(dtype)
+    if isinstance(tol[0], (tuple, list)):
+        pairs = [(float(a), float(r)) for a, r in tol]
+        if len(pairs) != n:
+            raise CheckFailed(f"the hidden test gives {len(pairs)} tolerances for {n} outputs (a bug of the course)")
+        return pairs
+    return [(float(tol[0]), float(tol[1]))] * n
+
+
 def _verify(session: JudgeSession, name: str, specs: list[dict[str, Any]], keys: list[int],
             reference: Callable[..., torch.Tensor], tolerances: Callable[[torch.dtype], tuple[float, float]],
             resp: dict[str, Any], folder, challenge: int, pick: int, what: str) -> None:
@@ -178,54 +215,109 @@ def _verify(session: JudgeSession, name: str, specs: list[dict[str, Any]], keys:
     shape = resp.get("fingerprints") or {}
     rows, cols = int(shape.get("rows", -1)), int(shape.get("cols", -1))
     raw = (folder / "fingerprints.bin").read_bytes() if (folder / "fingerprints.bin").is_file() else b""
-    if rows != len(keys) or cols < 0 or len(raw) != rows * cols * 8:
-        raise CheckFailed(f"{what}: the notebook did not return a fingerprint of every timed output")
-    got_fp = torch.frombuffer(bytearray(raw), dtype=torch.float64).view(rows, cols) if raw else torch.empty(rows, 0)
     dtype = next(torch.empty(0, dtype=getattr(torch, s["dtype"])).dtype for s in specs if s["kind"] == "tensor")
-    atol, rtol = tolerances(dtype)
+    n_out = None
+    g = torch.Generator(device=judge_device)
+    g.manual_seed(int(challenge))
+    w = torch.randn(BLOCK, generator=g, device=judge_device, dtype=torch.float64).abs()
     wrong_calls = []
+    got_fp = None
     for i, key in enumerate(keys):
         args = build_args(specs, key, judge_device)
         wide = [a.to(torch.float64) if isinstance(a, torch.Tensor) else a for a in args]
-        expected = reference(*wide)
-        ref_fp = fingerprints([expected], challenge, judge_device)[0].cpu()
-        g = torch.Generator(device=judge_device)
-        g.manual_seed(int(challenge))
-        w = torch.randn(BLOCK, generator=g, device=judge_device, dtype=torch.float64).abs()
-        flat = expected.reshape(-1).abs()
-        pad = (-flat.numel()) % BLOCK
-        if pad:
-            flat = torch.cat([flat, flat.new_zeros(pad)])
-        bound = (atol * w.sum() + rtol * (flat.view(-1, BLOCK) @ w)).cpu() * (1 + 1e-9) + 1e-12
-        if ref_fp.numel() != cols:
-            raise CheckFailed(f"{what}: timed call {i + 1} returned {cols * BLOCK} elements' worth of output, "
-                              f"expected {expected.numel()}")
-        diff = (got_fp[i] - ref_fp).abs()
-        bad = ~(diff <= bound) & ~(torch.isnan(got_fp[i]) & torch.isnan(ref_fp))
-        if bool(bad.any()):
-            first = int(torch.nonzero(bad)[0])
-            wrong_calls.append(f"call {i + 1} (elements {first * BLOCK}..{(first + 1) * BLOCK - 1} and "
-                               f"{int(bad.sum()) - 1} more block(s))")
+        result = reference(*wide)
+        expected = list(result) if isinstance(result, (tuple, list)) else [result]
+        if n_out is None:   # the first call fixes the layout of the fingerprints: calls x outputs rows
+            n_out = len(expected)
+            if rows != len(keys) * n_out or cols < 0 or len(raw) != rows * cols * 8:
+                per_call = resp.get("outputs_per_call", 1)
+                raise CheckFailed(f"{what}: the notebook did not return a fingerprint of every timed output"
+                                  + (f" (each call returned {per_call} outputs, expected {n_out})"
+                                     if per_call != n_out else ""))
+            got_fp = torch.frombuffer(bytearray(raw), dtype=torch.float64).view(rows, cols) if raw \
+                else torch.empty(rows, 0, dtype=torch.float64)
+            tols = _tolerances_per_output(tolerances, dtype, n_out)
+        bad_outputs = []
+        for k, (e, (atol, rtol)) in enumerate(zip(expected, tols)):
+            ref_fp = fingerprints([e], challenge, judge_device)[0].cpu()
+            flat = e.reshape(-1).abs()
+            pad = (-flat.numel()) % BLOCK
+            if pad:
+                flat = torch.cat([flat, flat.new_zeros(pad)])
+            bound = (atol * w.sum() + rtol * (flat.view(-1, BLOCK) @ w)).cpu() * (1 + 1e-9) + 1e-12
+            row = got_fp[i * n_out + k]
+            if ref_fp.numel() > cols or bool((row[ref_fp.numel():] != 0).any()):
+                raise CheckFailed(f"{what}: timed call {i + 1} returned {cols * BLOCK} elements' worth of output"
+                                  + (f" `{k + 1}`" if n_out > 1 else "") + f", expected {e.numel()}")
+            diff = (row[:ref_fp.numel()] - ref_fp).abs()
+            bad = ~(diff <= bound) & ~(torch.isnan(row[:ref_fp.numel()]) & torch.isnan(ref_fp))
+            if bool(bad.any()):
+                first = int(torch.nonzero(bad)[0])
+                which = f"output {k + 1}, " if n_out > 1 else ""
+                bad_outputs.append(f"{which}elements {first * BLOCK}..{(first + 1) * BLOCK - 1} and "
+                                   f"{int(bad.sum()) - 1} more block(s)")
+        if bad_outputs:
+            wrong_calls.append(f"call {i + 1} ({'; '.join(bad_outputs)})")
         if i == pick:
-            spec = resp.get("picked")
-            if not spec:
+            picked = resp.get("picked")
+            picked = picked if isinstance(picked, list) else [picked]
+            if not picked or not all(isinstance(p, dict) for p in picked) or len(picked) != n_out:
                 raise CheckFailed(f"{what}: the notebook did not return the timed output the grader asked for")
-            got = load_tensor(spec, folder, device="cpu")
-            if tuple(got.shape) != tuple(expected.shape):
-                raise CheckFailed(f"{what}: timed call {i + 1} returned shape {tuple(got.shape)}, expected "
-                                  f"{tuple(expected.shape)}")
-            # the same rule as triton_course.checks.compare, on the judge's device; the detailed (CPU) report only on failure
-            g = got.to(judge_device, torch.float64).reshape(-1)
-            e = expected.reshape(-1)
-            close = ((g - e).abs() <= atol + rtol * e.abs()) | (g == e) | (torch.isnan(g) & torch.isnan(e))
-            c = None if bool(close.all()) else compare(got, expected.cpu(), atol=atol, rtol=rtol)
-            if c is not None and not c.ok:
-                raise CheckFailed(f"{what}: the output of timed call {i + 1} (size of the benchmark) is wrong:\n"
-                                  + describe(c))
-        del args, wide, expected
+            for k, (spec, e, (atol, rtol)) in enumerate(zip(picked, expected, tols)):
+                got = _load_picked(spec, folder, e, what)
+                which = f" (output {k + 1})" if n_out > 1 else ""
+                if tuple(got.shape) != tuple(e.shape):
+                    raise CheckFailed(f"{what}: timed call {i + 1} returned shape {tuple(got.shape)}{which}, "
+                                      f"expected {tuple(e.shape)}")
+                # the same rule as triton_course.checks.compare, on the judge's device; the detailed (CPU)
+                # report only on failure
+                gv = got.to(judge_device, torch.float64).reshape(-1)
+                ev = e.reshape(-1)
+                close = ((gv - ev).abs() <= atol + rtol * ev.abs()) | (gv == ev) | (torch.isnan(gv) & torch.isnan(ev))
+                c = None if bool(close.all()) else compare(got, e.cpu(), atol=atol, rtol=rtol)
+                if c is not None and not c.ok:
+                    whose = f"output {k + 1}" if n_out > 1 else "the output"
+                    raise CheckFailed(f"{what}: {whose} of timed call {i + 1} (size of the benchmark) is "
+                                      "wrong:\n" + describe(c))
+        del args, wide, expected, result
     if wrong_calls:
         raise CheckFailed(f"{what}: {len(wrong_calls)} of {len(keys)} timed calls returned a wrong result: "
                           + "; ".join(wrong_calls[:4]) + ". Speed counts only for correct results, every call.")
+
+
+def _load_picked(spec: dict[str, Any], folder, expected: torch.Tensor, what: str) -> torch.Tensor:
+    """One tensor of the picked call, read only if its size is that of the expected output (a dishonest
+    answer of gigabytes is refused, not read)."""
+    try:
+        if spec.get("dtype") not in NAMES.values() or str(spec.get("file", "")) != os.path.basename(str(spec.get("file"))):
+            raise ValueError("unknown dtype or file name")
+        size = (folder / spec["file"]).stat().st_size
+        if size > expected.numel() * 8 + 4096:
+            raise ValueError(f"{size:,} bytes for {expected.numel():,} elements")
+        return load_tensor(spec, folder, device="cpu")
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise CheckFailed(f"{what}: the timed output the notebook returned could not be read ({exc})") from None
+
+
+def _agreeing_rounds(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
+                     tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str,
+                     same_size_copy: int = 0):
+    """Yield (ms per call, the round's entry) for each verified round whose clocks agree, up to
+    :data:`MAX_ROUNDS` rounds in all; raise the last disagreement if no round agreed. Any other failure (a
+    wrong timed output, PyTorch in the loop, a skipped call) ends the rounds at once."""
+    disagreements: list[str] = []
+    agreed = 0
+    for round_no in range(MAX_ROUNDS):
+        try:
+            ms, _ = timed_round(fn, templates, reference, tolerances, what=what, round_no=round_no,
+                                same_size_copy=same_size_copy)
+        except ClockDisagreement as exc:
+            disagreements.append(str(exc))
+            continue
+        agreed += 1
+        yield ms, fn.session.timing_rounds[-1]
+    if not agreed:
+        raise CheckFailed(f"{disagreements[-1]} (the same in all {len(disagreements)} rounds)")
 
 
 def best_verified_ms(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
@@ -237,36 +329,106 @@ def best_verified_ms(fn: StudentFunction, templates: Sequence[Any], reference: C
     failure (a wrong timed output, PyTorch in the loop, a skipped call) ends the check at once."""
     best: float | None = None
     counted = 0
-    disagreements: list[str] = []
-    for round_no in range(MAX_ROUNDS):
-        try:
-            ms, _ = timed_round(fn, templates, reference, tolerances, what=what, round_no=round_no)
-        except ClockDisagreement as exc:
-            disagreements.append(str(exc))
-            continue
+    for ms, _ in _agreeing_rounds(fn, templates, reference, tolerances, what=what):
         best = ms if best is None else min(best, ms)
         counted += 1
         if good_enough(best) or counted >= COUNTED_ROUNDS:
             break
-    if best is None:
-        raise CheckFailed(f"{disagreements[-1]} (the same in all {len(disagreements)} rounds)")
+    assert best is not None
     return best
+
+
+def best_verified_fraction_of_copy(fn: StudentFunction, templates: Sequence[Any], nbytes: int,
+                                   reference: Callable[..., torch.Tensor],
+                                   tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str,
+                                   fraction: float) -> tuple[float, float]:
+    """(GB/s of the student's function, GB/s of a same-size copy) of the verified round where their ratio
+    is best. The copy moves the bytes the function is credited with (``nbytes``: half read, half written,
+    in the first input's dtype) and is timed by the judge right after each round's loop, on the same GPU
+    (:func:`time_same_size_copy`), so both meet the same clocks and the same state of the machine. Up to
+    :data:`COUNTED_ROUNDS` agreeing rounds, stopping at the first whose ratio reaches ``fraction``."""
+    best: tuple[float, float] | None = None
+    counted = 0
+    for ms, entry in _agreeing_rounds(fn, templates, reference, tolerances, what=what, same_size_copy=nbytes):
+        ours, copy = gbps(nbytes, ms), gbps(entry["copy_bytes"], entry["copy_ms"])
+        entry.update(gbps=round(ours, 1), same_size_copy_gbps=round(copy, 1))
+        if best is None or ours / copy > best[0] / best[1]:
+            best = (ours, copy)
+        counted += 1
+        if best[0] >= fraction * best[1] or counted >= COUNTED_ROUNDS:
+            break
+    assert best is not None
+    return best
+
+
+def gbps(nbytes: int, ms: float) -> float:
+    return nbytes / (max(ms, 1e-9) * 1e-3) / 1e9
+
+
+def time_same_size_copy(session: JudgeSession, dtype: torch.dtype, numel: int, calls: int) -> float:
+    """Milliseconds per copy of ``numel`` elements of ``dtype``, ``calls`` copies back to back, timed by the
+    judge in its own process (no student code) on the GPU the student's kernel uses.
+
+    On a GPU the copies are a replayed CUDA graph, as the student's calls are, over a rotating pool of
+    source and destination tensors four L2 caches large, so that none is read from the L2. Under the
+    interpreter (the course's own tests of the protocol) a host clock, whose numbers mean nothing."""
+    device = session.transport.device
+    numel = max(1, int(numel))
+    with session.gpu_lock.exclusive():
+        if not (device.startswith("cuda") and torch.cuda.is_available()):
+            src = torch.randn(numel).to(dtype)
+            dst = torch.empty_like(src)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                dst.copy_(src)
+            return max((time.perf_counter() - t0) * 1e3 / calls, 1e-9)
+        per = numel * torch.empty(0, dtype=dtype).element_size()
+        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+        free, _ = torch.cuda.mem_get_info()
+        pool = int(max(1, min(calls, max(2, -(-4 * l2 // max(1, 2 * per))), free // 4 // max(1, 2 * per))))
+        srcs = [torch.randn(numel, device=device).to(dtype) for _ in range(pool)]
+        dsts = [torch.empty_like(t) for t in srcs]
+        for a, b in zip(srcs, dsts):   # warm: the copy kernel is loaded, the memory touched
+            b.copy_(a)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for i in range(calls):
+                dsts[i % pool].copy_(srcs[i % pool])
+        graph.replay()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        ms = start.elapsed_time(end) / calls
+        del graph, srcs, dsts
+        torch.cuda.empty_cache()   # the student's kernel shares this GPU: leave it the memory
+        return ms
 
 
 def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any]], nbytes: int, *,
                      fraction: float, points: float, what: str, ceiling: float,
                      reference: Callable[..., torch.Tensor],
-                     tolerances: Callable[[torch.dtype], tuple[float, float]]) -> tuple[float, str]:
-    """(points, verdict line) for the student's function through verified timed rounds (:func:`best_verified_ms`)."""
+                     tolerances: Callable[[torch.dtype], tuple[float, float]],
+                     same_size_copy: bool = False) -> tuple[float, str]:
+    """(points, verdict line) for the student's function through verified timed rounds (:func:`best_verified_ms`).
+
+    ``same_size_copy``: the target is ``fraction`` of a copy that moves ``nbytes``, timed in the same rounds
+    (:func:`best_verified_fraction_of_copy`), not of ``ceiling``."""
     templates = list(make_inputs())
-
-    def gbps(ms: float) -> float:
-        return nbytes / (ms * 1e-3) / 1e9
-
-    best = gbps(best_verified_ms(fn, templates, reference, tolerances, what=what,
-                                 good_enough=lambda ms: gbps(ms) >= fraction * ceiling))
     from triton_course.grading import bandwidth_verdict
 
+    if same_size_copy:
+        from triton_course.grading import same_size_copy_verdict
+
+        ours, copy = best_verified_fraction_of_copy(fn, templates, nbytes, reference, tolerances, what=what,
+                                                    fraction=fraction)
+        return float(points), same_size_copy_verdict(ours, copy, fraction, what)
+
+    best = gbps(nbytes, best_verified_ms(fn, templates, reference, tolerances, what=what,
+                                         good_enough=lambda ms: gbps(nbytes, ms) >= fraction * ceiling))
     return float(points), bandwidth_verdict(best, fraction, ceiling, what)
 
 

@@ -28,7 +28,7 @@ CHAPTER = "06_rmsnorm"
 def test_right_values_pass_every_test_here(student):
     outcomes = run_with_answers(CHAPTER, student)
     assert set(outcomes) >= {"test_rmsnorm_shapes", "test_rmsnorm_strided", "test_rmsnorm_fp16",
-                             "test_rmsnorm_eps", "test_rmsnorm_bandwidth"}
+                             "test_rmsnorm_eps", "test_rmsnorm_rstd", "test_rmsnorm_bf16", "test_rmsnorm_bandwidth"}
     assert all(v == "passed" for v in outcomes.values()), outcomes
 
 
@@ -64,6 +64,9 @@ def test_float16_accumulation_is_named_by_real_autograde(tmp_path):
     fp16 = records["test_rmsnorm_fp16"]
     assert fp16.status == "failed" and fp16.points == 0 and "float16 overflow" in fp16.message
     assert records["test_rmsnorm_shapes"].status == "passed"
+    # bfloat16 needs a GPU that has it: here it is not graded, and says why (it costs no gradable point)
+    bf16 = records["test_rmsnorm_bf16"]
+    assert bf16.status == "not_graded" and bf16.points == 0 and "bfloat16 skipped" in bf16.message
 
 
 def test_h200_figures_show_the_target_separates_straightforward_from_twice_the_bytes():
@@ -152,3 +155,131 @@ def test_each_hint_fires_on_its_mistake_and_stays_silent_on_the_others():
             check(mistake, list(args), ns["reference"], atol=atol, rtol=rtol, hints=ns["hints"], name="rmsnorm")
         fired = {name for name, phrase in _HINT_PHRASES.items() if phrase in str(info.value)}
         assert fired == ({hint} if hint else set()), (mistake.__name__, str(info.value))
+
+
+# ---------------------------------------------------------------------------------------------------
+# TODO 2, rmsnorm_with_rstd: graded, two outputs; each mistake loses that test alone, and says why
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("student, words", [
+    ("ivy_rstd_unmasked", "Output `rstd`: Out-of-bounds stores"),
+    ("jay_rstd_is_rms", "rstd holds the rms of each row"),
+    ("kim_rstd_by_pytorch", "computed with PyTorch outside its kernel (aten.add, aten.mean, aten.pow, aten.rsqrt)"),
+    ("lea_rstd_in_input_dtype", "output `rstd` has dtype float16, expected float32"),
+])
+def test_rstd_mistakes_lose_the_rstd_test_alone(student, words):
+    outcomes = run_with_answers(CHAPTER, student)
+    assert words in outcomes["test_rmsnorm_rstd"], outcomes["test_rmsnorm_rstd"]
+    assert all(v == "passed" for k, v in outcomes.items() if k != "test_rmsnorm_rstd"), outcomes
+
+
+def test_rstd_hints_fire_on_their_mistake_and_stay_silent_on_the_others():
+    import torch
+
+    from triton_course.checks import CheckFailed, check
+
+    torch.manual_seed(0)
+    ns = _judge_namespace()
+    ref = ns["reference_with_rstd"]
+
+    def right(x, w, eps=1e-6):
+        y, rstd = ref(x.double(), w.double(), eps)
+        return y.to(x.dtype), rstd.float()
+
+    def rms_saved(x, w, eps=1e-6):
+        y, rstd = right(x, w, eps)
+        return y, 1 / rstd
+
+    def rstd_past_the_end(x, w, eps=1e-6):
+        y, rstd = right(x, w, eps)
+        out = torch.empty(rstd.numel(), dtype=torch.float32)      # guarded by the check: 3 stores land past it
+        out.as_strided((rstd.numel() + 3,), (1,)).copy_(torch.cat([rstd, rstd[:3]]))
+        return y, out
+
+    def rstd_scaled(x, w, eps=1e-6):
+        y, rstd = right(x, w, eps)
+        return y, rstd * 1.01
+
+    def y_scaled(x, w, eps=1e-6):
+        y, rstd = right(x, w, eps)
+        return y * 1.01, rstd
+
+    phrases = {"rms": "rstd holds the rms", "mask": "Mask the rstd store"}
+    args = (torch.randn(7, 64), torch.randn(64))
+    for mistake, hint in ((rms_saved, "rms"), (rstd_past_the_end, "mask"), (rstd_scaled, None), (y_scaled, None)):
+        atol, rtol = zip(*ns["tolerances_with_rstd"](torch.float32))
+        with pytest.raises(CheckFailed) as info:
+            check(mistake, list(args), ref, atol=atol, rtol=rtol, hints=ns["rstd_hints"], name="rmsnorm_with_rstd",
+                  **ns["RSTD_OUTPUTS"])
+        fired = {name for name, phrase in phrases.items() if phrase in str(info.value)}
+        assert fired == ({hint} if hint else set()), (mistake.__name__, str(info.value))
+
+
+# ---------------------------------------------------------------------------------------------------
+# bfloat16, the bandwidth target, the chapter's length
+# ---------------------------------------------------------------------------------------------------
+
+def test_bfloat16_is_refused_under_the_interpreter_with_the_reason():
+    import torch
+
+    from grader.course import solution_notebook
+    from grader.notebook_code import load_namespace
+    from triton_course.inputs import BadInputError
+
+    ns = load_namespace(solution_notebook(CHAPTER))
+    b = dict(dtype=torch.bfloat16)
+    for fn in (ns["rmsnorm"], ns["rmsnorm_with_rstd"]):
+        with pytest.raises(BadInputError, match="bfloat16 skipped: Triton's interpreter"):
+            fn(torch.randn(4, 8, **b), torch.randn(8, **b))
+
+
+def test_bfloat16_tolerance_fits_one_rounding_and_catches_bfloat16_arithmetic():
+    """One bfloat16 rounding of the output (2^-8 relative at most) passes; squares summed in bfloat16 fail."""
+    import torch
+
+    from triton_course.checks import CheckFailed, check
+
+    torch.manual_seed(1)
+    ns = _judge_namespace()
+    x, w = torch.randn(16, 4096).bfloat16(), torch.randn(4096).bfloat16()
+    atol, rtol = ns["tolerances"](torch.bfloat16)
+
+    def rounded_once(x, w, eps=1e-6):
+        return ns["reference"](x.double(), w.double(), eps).to(torch.bfloat16)
+
+    def bfloat16_sum(x, w, eps=1e-6):
+        acc = torch.zeros(x.shape[0], dtype=torch.bfloat16)
+        for j in range(x.shape[1]):   # a running sum in bfloat16, as a kernel without the upcast keeps it
+            acc = acc + x[:, j] * x[:, j]
+        return (x.float() * torch.rsqrt(acc.float() / x.shape[1] + eps)[:, None] * w.float()).to(torch.bfloat16)
+
+    check(rounded_once, [x, w], ns["reference"], atol=atol, rtol=rtol)
+    with pytest.raises(CheckFailed, match="output elements are wrong"):
+        check(bfloat16_sum, [x, w], ns["reference"], atol=atol, rtol=rtol)
+
+
+def test_bandwidth_target_is_ninety_percent_of_a_same_size_copy():
+    import nbformat
+
+    from grader.course import solution_notebook
+    from grader.execute import is_test
+
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    cell = next(c.source for c in nb.cells if is_test(c)
+                and c.metadata["nbgrader"]["grade_id"] == "test_rmsnorm_bandwidth")
+    assert "fraction=0.90" in cell and 'against="same_size_copy"' in cell
+
+
+def test_main_path_is_at_most_1800_words_with_gpu_detail_in_an_appendix():
+    import nbformat
+
+    from grader.course import solution_notebook
+
+    words, appendix = 0, False
+    for cell in nbformat.read(solution_notebook(CHAPTER), as_version=4).cells:
+        if cell.cell_type == "markdown":
+            if cell.source.lstrip().startswith("## Appendix"):
+                appendix = True
+                break
+            words += len(cell.source.split())
+    assert appendix and words <= 1800, words

@@ -163,3 +163,142 @@ def test_compiler_errors_are_explained_with_the_hint_for_their_cause():
     assert "upcast" not in other and "power-of-two" not in other
     arange = explain_exception(CompilationError("at 2:10:\narange's range must be a power of 2"), "gelu(float32[3])")
     assert "next_power_of_2" in arange
+
+
+# -- a changed input is reported as exactly that; hints only on their own symptom; several outputs ---------
+
+@triton.jit
+def _residual_add_kernel(x_ptr, r_ptr, out_ptr, n, BLOCK: tl.constexpr, IN_PLACE: tl.constexpr):
+    """out = x + residual; with IN_PLACE also residual = x + residual (a production habit)."""
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < n
+    h = tl.load(x_ptr + idx, mask=ok) + tl.load(r_ptr + idx, mask=ok)
+    tl.store(out_ptr + idx, h, mask=ok)
+    if IN_PLACE:
+        tl.store(r_ptr + idx, h, mask=ok)
+
+
+def _residual_add(x, residual, in_place=False):
+    out = torch.empty_like(x)
+    _residual_add_kernel[(triton.cdiv(x.numel(), 128),)](x, residual, out, x.numel(), BLOCK=128, IN_PLACE=in_place)
+    return out
+
+
+def _residual_reference(x, residual):
+    return x + residual
+
+
+_UNWRITTEN = Hint(lambda c, a: bool(c.unwritten.any()), "the grid does not cover every element")
+_ANY_WRONG = Hint(lambda c, a: bool(c.wrong.any()), "some values are wrong")
+
+
+def test_a_kernel_that_writes_into_its_input_is_told_exactly_that_and_nothing_else():
+    with pytest.raises(CheckFailed) as info:
+        check(lambda x, r: _residual_add(x, r, in_place=True), _inputs(1500), _residual_reference, atol=1e-6,
+              rtol=1e-5, hints=[_UNWRITTEN, _ANY_WRONG], name="residual_add")
+    msg = str(info.value)
+    report = msg.split("\n")[1]
+    assert report.startswith("Input 1 was modified: your kernel changed its input `residual`: 1500 of 1500 "
+                             "elements differ from what was passed in"), msg
+    assert "Apart from that, the output is right" in msg
+    assert "output elements are wrong" not in msg and "Hint:" not in msg
+
+
+def test_the_reference_comes_from_the_inputs_as_they_were_before_the_call():
+    """A kernel that clobbers x after computing its output right is wrong only about x."""
+    def add_then_clobber(x, y):
+        out = good(x, y)
+        _residual_add_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x, x.numel(), BLOCK=128, IN_PLACE=False)
+        return out
+    msg = _fail(add_then_clobber)
+    assert "changed its input `x`" in msg and "changed its input `y`" not in msg and "are wrong" not in msg
+
+
+def test_input_names_come_from_the_reference_or_are_given():
+    msg = _fail(lambda x, y: _residual_add(x, y, in_place=True), arg_names=("a", "b"))
+    assert "changed its input `b`" in msg
+    msg = _fail(lambda x, y: _residual_add(x, y, in_place=True))   # lambda x, y: x + y, the reference
+    assert "changed its input `y`" in msg
+
+
+def test_each_hint_fires_on_its_own_symptom_only():
+    """The unwritten-tail hint: fires for a grid one program short, silent for a wrong value, and silent for
+    a kernel that only changed its input."""
+    def one_value_off(x, y):
+        out = good(x, y)
+        out[5] += 1.0
+        return out
+    assert "Hint: the grid does not cover" in _fail(lambda x, y: _launch(x, y, programs=1000 // 128), hints=[_UNWRITTEN])
+    assert "Hint:" not in _fail(one_value_off, hints=[_UNWRITTEN])
+    assert "Hint:" not in _fail(lambda x, y: _residual_add(x, y, in_place=True), hints=[_UNWRITTEN])
+
+
+@triton.jit
+def _sum_diff_kernel(x_ptr, y_ptr, s_ptr, d_ptr, n, BLOCK: tl.constexpr):
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < n
+    x, y = tl.load(x_ptr + idx, mask=ok), tl.load(y_ptr + idx, mask=ok)
+    tl.store(s_ptr + idx, x + y, mask=ok)
+    tl.store(d_ptr + idx, x - y, mask=ok)
+
+
+def _sum_diff(x, y, programs=None):
+    s, d = torch.empty_like(x), torch.empty_like(x)
+    _sum_diff_kernel[(programs or triton.cdiv(x.numel(), 128),)](x, y, s, d, x.numel(), BLOCK=128)
+    return s, d
+
+
+def _pair(fn, hints=(), **kw):
+    kw = {"atol": 1e-6, "rtol": 1e-5, **kw}
+    return check(fn, _inputs(), lambda x, y: (x + y, x - y), outputs=("sum", "diff"), hints=hints, **kw)
+
+
+def _pair_fail(fn, **kw) -> str:
+    with pytest.raises(CheckFailed) as info:
+        _pair(fn, **kw)
+    return str(info.value)
+
+
+def test_several_outputs_are_each_checked_and_named():
+    sums, diffs = _pair(_sum_diff)
+    assert sums.ok and diffs.ok and (sums.output, diffs.output) == ("sum", "diff")
+    def diff_off(x, y):
+        s, d = _sum_diff(x, y)
+        d[7] = 0
+        return s, d
+    msg = _pair_fail(diff_off)
+    assert "Output `diff`: 1 of 1000 output elements are wrong" in msg and "Output `sum`" not in msg
+    msg = _pair_fail(lambda x, y: _sum_diff(x, y, programs=1000 // 128))
+    assert "Output `sum`: 104 of 1000" in msg and "Output `diff`: 104 of 1000" in msg and "never written" in msg
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda x, y: (_sum_diff(x, y)[0],) * 2, "outputs `sum` and `diff` share memory"),
+    (lambda x, y: (_sum_diff(x, y)[0], x), "output `diff` is your input `x`"),
+    (lambda x, y: _sum_diff(x, y)[0], "returned Tensor, expected a tuple of 2 tensors (sum, diff)"),
+    (lambda x, y: (*_sum_diff(x, y), x), "returned 3 outputs"),
+    (lambda x, y: (_sum_diff(x, y)[0], _sum_diff(x, y)[1].double()), "output `diff` has dtype float64, expected float32"),
+    (lambda x, y: (_sum_diff(x, y)[0], _sum_diff(x, y)[1][:-1]), "output `diff` has shape (999,), expected (1000,)"),
+])
+def test_outputs_of_the_wrong_kind_are_named(fn, words):
+    assert words in _pair_fail(fn)
+
+
+def test_out_dtypes_and_per_output_tolerances():
+    def sum_and_float64_diff(x, y):
+        s, d = _sum_diff(x, y)
+        return s, d.double() + 1e-4
+    _pair(sum_and_float64_diff, out_dtypes=(None, torch.float64), atol=(1e-6, 1e-3), rtol=(1e-5, 0.0))
+    assert "Output `diff`" in _pair_fail(sum_and_float64_diff, out_dtypes=(None, torch.float64))
+
+
+def test_a_hint_looks_only_at_its_own_output():
+    diff_hint = Hint(lambda c, a: bool(c.unwritten.any()), "diff: grid too small", output="diff")
+    sum_hint = Hint(lambda c, a: bool(c.unwritten.any()), "sum: grid too small")   # the first output by default
+
+    def diff_short(x, y):
+        s, _ = _sum_diff(x, y)
+        _, d = _sum_diff(x, y, programs=1)
+        return s, d
+    msg = _pair_fail(diff_short, hints=[diff_hint, sum_hint])
+    assert "Hint: diff: grid too small" in msg and "sum: grid too small" not in msg

@@ -263,3 +263,217 @@ def test_on_a_gpu_pytorch_behind_a_launch_is_caught_while_captured(tmp_path):
 
     with pytest.raises(CheckFailed, match="aten.add"):
         _time_on_gpu(_gpu_session(tmp_path, add=add_with_torch))
+
+
+# -- functions that return several tensors (06's rmsnorm_with_rstd, 08's add_rmsnorm) -----------------------
+# Each returned tensor is held to the rules of one output: its bytes, written by a launch, not an input, a
+# plain tensor, guard pad and poison; and the outputs must be distinct tensors. Each dishonest function
+# below returns two tensors; each earns nothing, with a message that names what it did.
+
+@triton.jit
+def _sum_diff_kernel(x_ptr, y_ptr, s_ptr, d_ptr, n, BLOCK: tl.constexpr):
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < n
+    x, y = tl.load(x_ptr + idx, mask=ok), tl.load(y_ptr + idx, mask=ok)
+    tl.store(s_ptr + idx, x + y, mask=ok)
+    tl.store(d_ptr + idx, x - y, mask=ok)
+
+
+def sum_diff(x, y):
+    s, d = torch.empty_like(x), torch.empty_like(x)
+    _sum_diff_kernel[(triton.cdiv(x.numel(), 256),)](x, y, s, d, x.numel(), BLOCK=256)
+    return s, d
+
+
+def sum_diff_reference(x, y):
+    return x + y, x - y
+
+
+def _check_pair(fn, n=300, **kw):
+    s = session(kw.pop("tmp_path"), sum_diff=fn)
+    return check(s.base["sum_diff"], (torch.randn(n), torch.randn(n)), sum_diff_reference, atol=1e-6, rtol=1e-5,
+                 outputs=("sum", "diff"), **kw)
+
+
+def test_a_kernel_with_two_outputs_passes_through_the_judge(tmp_path):
+    comparisons = _check_pair(sum_diff, tmp_path=tmp_path)
+    assert [c.output for c in comparisons] == ["sum", "diff"] and all(c.ok for c in comparisons)
+
+
+def _sum_twice(x, y):
+    s, _ = sum_diff(x, y)
+    return s, s
+
+
+def _input_as_second_output(x, y):
+    s, _ = sum_diff(x, y)
+    return s, x
+
+
+def _second_output_by_pytorch(x, y):
+    s, _ = sum_diff(x, y)
+    return s, x - y
+
+
+def _second_output_from_numpy(x, y):
+    s, _ = sum_diff(x, y)
+    d = torch.empty_like(x)
+    d.copy_(torch.from_numpy(x.numpy() - y.numpy()))
+    return s, d
+
+
+def _second_output_never_launched(x, y):
+    s, _ = sum_diff(x, y)
+    return s, torch.zeros_like(x)
+
+
+def _three_outputs(x, y):
+    return (*sum_diff(x, y), torch.empty_like(x))
+
+
+def _one_output(x, y):
+    return sum_diff(x, y)[0]
+
+
+class Marked(torch.Tensor):
+    """A tensor subclass: it could compare equal to anything, or record what the judge does with it."""
+
+
+def _subclass_output(x, y):
+    s, d = sum_diff(x, y)
+    return s, d.as_subclass(Marked)
+
+
+def _huge_second_output(x, y):
+    s, _ = sum_diff(x, y)
+    big = torch.empty(24 << 20)          # 96 MB: more than the judge reads back for 2.4 KB of inputs
+    _sum_diff_kernel[(1,)](x, y, s, big, 0, BLOCK=256)
+    return s, big
+
+
+def _huge_view_second_output(x, y):
+    s, _ = sum_diff(x, y)
+    one = torch.empty(1)
+    _sum_diff_kernel[(1,)](x, y, s, one, 0, BLOCK=256)
+    return s, one.expand(1 << 40)        # four bytes of storage, a trillion elements in its view
+
+
+@pytest.mark.parametrize("fn, words", [
+    (_sum_twice, "outputs `sum` and `diff` in the same memory"),
+    (_input_as_second_output, "returned its input `x` as output `diff`"),
+    (_second_output_by_pytorch, "aten.sub"),
+    (_second_output_from_numpy, "neither its inputs nor a Triton kernel produced"),
+    (_second_output_never_launched, "as output `diff` a tensor that no Triton kernel launch received"),
+    (_three_outputs, "returned 3 outputs, expected a tuple of 2 tensors (sum, diff)"),
+    (_one_output, "returned Tensor, expected a tuple of 2 tensors (sum, diff)"),
+    (_subclass_output, "as output `diff` a subclass of torch.Tensor"),
+    (_huge_second_output, "more than any answer needs"),
+    (_huge_view_second_output, "more than any answer needs"),
+])
+def test_dishonest_second_outputs_earn_nothing(tmp_path, fn, words):
+    with pytest.raises(CheckFailed) as info:
+        _check_pair(fn, tmp_path=tmp_path)
+    assert words in str(info.value), str(info.value)
+    _check_pair(sum_diff, tmp_path=tmp_path / "honest")   # the honest student graded after it is untouched
+
+
+def test_a_mixed_tuple_is_refused_with_its_reason(tmp_path):
+    with pytest.raises(CheckFailed, match="tuple holding a int beside tensors"):
+        _check_pair(lambda x, y: (sum_diff(x, y)[0], 3), tmp_path=tmp_path)
+
+
+def test_never_written_elements_of_a_reshaped_output_are_named_through_the_judge(tmp_path):
+    """A launcher returns out.reshape(x.shape): the judge still reads its guard and poison."""
+    def add_rows(x, y):
+        out = torch.empty(x.numel(), dtype=x.dtype)
+        _add_kernel[(x.numel() // 256,)](x, y, out, x.numel(), BLOCK=256)  # floor: the ragged tail is never written
+        return out.reshape(x.shape)
+
+    s = session(tmp_path, add=add_rows)
+    with pytest.raises(CheckFailed, match="44 elements were never written"):
+        check(s.base["add"], (torch.randn(3, 100), torch.randn(3, 100)), reference, atol=1e-6, rtol=1e-5)
+
+
+def _time_pair(s: JudgeSession, n: int = 5000):
+    return timed_round(StudentFunction(s, "sum_diff"), [torch.randn(n), torch.randn(n)], sum_diff_reference,
+                       tolerance_for, what=f"sum_diff on {n} elements")
+
+
+def test_timed_protocol_checks_every_output_of_every_call(tmp_path, timing_on_cpu):
+    ms, calls = _time_pair(session(tmp_path, sum_diff=sum_diff))
+    assert ms > 0 and calls >= 4
+
+    def second_wrong_when_large(x, y):
+        s, d = sum_diff(x, y)
+        if x.numel() >= 5000:
+            d[-1:] = 0
+        return s, d
+
+    with pytest.raises(CheckFailed, match="output 2(, elements 4096| of timed call)"):
+        _time_pair(session(tmp_path / "a", sum_diff=second_wrong_when_large))
+
+
+_LAST: dict = {}
+
+
+def _cached_second_output(x, y):
+    """A fresh sum every call, but the diff of the first call handed back ever after."""
+    s, d = sum_diff(x, y)
+    return s, _LAST.setdefault("d", d)
+
+
+def test_timed_protocol_catches_a_cached_second_output(tmp_path, timing_on_cpu):
+    _LAST.clear()
+    with pytest.raises(CheckFailed, match="same output tensor for different timed calls"):
+        _time_pair(session(tmp_path, sum_diff=_cached_second_output))
+
+
+def test_timed_protocol_catches_an_output_dropped_while_timed(tmp_path, timing_on_cpu):
+    def sum_only_when_large(x, y):
+        return sum_diff(x, y)[:1] if x.numel() >= 5000 else sum_diff(x, y)
+
+    with pytest.raises(CheckFailed, match="each call returned 1 outputs, expected 2"):
+        _time_pair(session(tmp_path, sum_diff=sum_only_when_large))
+
+
+def test_timed_protocol_times_a_same_size_copy_in_each_round(tmp_path, timing_on_cpu):
+    from grader.judge_timing import remote_bandwidth
+
+    s = session(tmp_path, add=add)
+    points, verdict = remote_bandwidth(StudentFunction(s, "add"), lambda: (torch.randn(5000), torch.randn(5000)),
+                                       3 * 5000 * 4, fraction=0.0, points=2, what="add", ceiling=1.0,
+                                       reference=reference, tolerances=tolerance_for, same_size_copy=True)
+    assert points == 2 and "of a copy of the same size (as many bytes), timed in the same rounds" in verdict
+    assert all(r["copy_ms"] > 0 and r["same_size_copy_gbps"] > 0 for r in s.timing_rounds)
+
+
+def test_timed_protocol_fingerprints_the_second_output_of_every_call(tmp_path, timing_on_cpu):
+    """Wrong in the second output of one timed call only: the fingerprints find it, whichever call is picked."""
+    count = {"n": 0}
+
+    def second_wrong_once(x, y):
+        s, d = sum_diff(x, y)
+        count["n"] += 1
+        if count["n"] == 2:   # call 1 is the warm-up; call 2 the first timed one
+            d[:10] = 0
+        return s, d
+
+    with pytest.raises(CheckFailed, match=r"call 1 \(output 2, elements 0\.\.4095|output 2 of timed call 1 "):
+        _time_pair(session(tmp_path, sum_diff=second_wrong_once))
+
+
+@needs_gpu
+def test_on_a_gpu_two_outputs_are_captured_timed_and_checked_beside_a_same_size_copy(tmp_path):
+    from grader.judge_timing import best_verified_fraction_of_copy
+
+    def sum_diff_cuda(x, y):
+        s, d = torch.empty_like(x), torch.empty_like(x)
+        _sum_diff_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, s, d, x.numel(), BLOCK=1024)
+        return s, d
+
+    s = _gpu_session(tmp_path, sum_diff=sum_diff_cuda)
+    n = 1 << 24
+    ours, copy = best_verified_fraction_of_copy(
+        StudentFunction(s, "sum_diff"), [torch.randn(n, device="cuda"), torch.randn(n, device="cuda")],
+        4 * n * 4, sum_diff_reference, tolerance_for, what="sum_diff on 2^24 elements", fraction=0.5)
+    assert s.timing_rounds[-1]["graph"] and ours > 0.5 * copy, (ours, copy)

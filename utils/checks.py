@@ -192,6 +192,7 @@ class Comparison:
     oob_before: int = 0
     oob_after: int = 0
     notes: list[str] = field(default_factory=list)
+    output: str = ""               # which output, for a function that returns several ("" for one)
 
     @property
     def ok(self) -> bool:
@@ -286,10 +287,15 @@ def describe(c: Comparison, max_rows: int = 8) -> str:
 
 @dataclass(frozen=True)
 class Hint:
-    """A known trap: when ``applies(comparison, inputs)`` is true, ``message`` is added to the report."""
+    """A known trap: when ``applies(comparison, inputs)`` is true, ``message`` is added to the report.
+
+    A hint is asked only about an output where something is wrong (its own symptom must show there), and for a
+    function that returns several outputs only about output ``output`` (an index, or the output's name;
+    the first output by default)."""
 
     applies: Callable[[Comparison, Sequence[torch.Tensor]], bool]
     message: str
+    output: int | str = 0
 
 
 def _student_frame(exc: BaseException) -> str:
@@ -340,30 +346,105 @@ def describe_inputs(args: Sequence[object]) -> str:
     return ", ".join(parts)
 
 
-def check(fn: Callable[..., torch.Tensor], args: Sequence[object], reference: Callable[..., torch.Tensor],
-          *, atol: float, rtol: float, name: str | None = None, hints: Sequence[Hint] = (),
-          guard_inputs: bool = True, inputs_unchanged: bool = True,
-          require_kernel: bool | None = None) -> Comparison:
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def parameter_names(fn: Callable[..., object], count: int) -> list[str]:
+    """Names for ``count`` positional arguments of ``fn`` (the reference: trusted code): its parameters'
+    names where it has them, else ``input i``."""
+    import inspect
+
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"input {i}" for i in range(count)]
+
+
+def _span_bytes(t: torch.Tensor) -> tuple[int, int]:
+    start = t.data_ptr()
+    return start, start + _span(t.shape, t.stride()) * t.element_size()
+
+
+def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors' elements overlap in memory (the same tensor, or overlapping views)."""
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    (a0, a1), (b0, b1) = _span_bytes(a), _span_bytes(b)
+    return a0 < b1 and b0 < a1
+
+
+def changed_inputs(before: Sequence[torch.Tensor | None], after: Sequence[torch.Tensor],
+                   names: Sequence[str]) -> list[str]:
+    """One sentence per input tensor whose bits differ after the call (``before``: copies taken before it,
+    None for arguments that are not tensors; ``after``: the tensor arguments after the call, in order)."""
+    notes = []
+    tensors = [(i, b) for i, b in enumerate(before) if b is not None]
+    for (i, b), a in zip(tensors, after):
+        a = a.to(b.device) if a.device != b.device else a
+        if a.shape != b.shape:
+            notes.append(f"Input {i} was modified: your kernel changed its input `{names[i]}` (its shape is now "
+                         f"{tuple(a.shape)}).")
+            continue
+        same = _bits(a) == _bits(b) if a.is_floating_point() and a.dtype in _POISON_BITS else a == b
+        changed = int((~same).sum())
+        if changed:
+            notes.append(f"Input {i} was modified: your kernel changed its input `{names[i]}`: {changed} of "
+                         f"{b.numel()} elements differ from what was passed in. Kernels must leave their inputs "
+                         "untouched: store into an output, not into an input. (The expected values come from "
+                         "the inputs as they were before the call.)")
+    return notes
+
+
+def _per_output(value: float | Sequence[float], n: int, what: str) -> list[float]:
+    if isinstance(value, (int, float)):
+        return [float(value)] * n
+    values = [float(v) for v in value]
+    if len(values) != n:
+        raise ValueError(f"{what}: {len(values)} values for {n} outputs")
+    return values
+
+
+def check(fn: Callable[..., object], args: Sequence[object], reference: Callable[..., object],
+          *, atol: float | Sequence[float], rtol: float | Sequence[float], name: str | None = None,
+          hints: Sequence[Hint] = (), guard_inputs: bool = True, inputs_unchanged: bool = True,
+          require_kernel: bool | None = None, outputs: Sequence[str] | None = None,
+          out_dtypes: Sequence[torch.dtype | None] | None = None,
+          arg_names: Sequence[str] | None = None) -> Comparison | tuple[Comparison, ...]:
     """Run ``fn(*args)`` and compare it with ``reference`` evaluated in float64; raise
     :class:`CheckFailed` with an explanation if anything is off, else return the comparison.
 
     Inputs are copied into guard regions first; outputs allocated inside ``fn`` are poisoned and
     guarded. The output must have the reference's shape and the first input's dtype and device.
 
+    **Several outputs.** When ``reference`` returns a tuple, ``fn`` must return a tuple (or list) of as
+    many tensors, and each is checked as one output is: its shape, its dtype (``out_dtypes[i]``, None for
+    the first input's dtype), never-written elements, stores out of bounds, values; it must not share
+    memory with another output or be one of the inputs. ``outputs`` names them in messages (``("y",
+    "rstd")``); ``atol`` and ``rtol`` may give one value per output. The check then returns a tuple of
+    comparisons.
+
     ``require_kernel``: fail unless ``fn`` launched at least one Triton kernel. The default (None)
     follows the grader, which sets ``COURSE_REQUIRE_KERNEL=1``; pass False for a check whose function
-    legitimately launches no kernel.
+    legitimately launches none.
 
-    The reference is computed from copies of the inputs taken before the call. When ``fn`` is the
-    grader's proxy of a student's function (it has ``remote_call``, see :mod:`grader.judge`), the call
-    runs in the student's sandboxed kernel and only its output, its inputs after the call and the
-    evidence of how it was made come back; everything else here runs in the judge.
+    The reference is computed from copies of the inputs taken before the call, and the inputs are
+    compared bit for bit with those copies afterwards: a kernel that writes into an input is reported as
+    exactly that, first, naming the input (``arg_names``, by default the reference's parameter names).
+    Hints are asked only about outputs that are wrong. When ``fn`` is the grader's proxy of a student's
+    function (it has ``remote_call``, see :mod:`grader.judge`), the call runs in the student's sandboxed
+    kernel and only its outputs, its inputs after the call and the evidence of how they were made come
+    back; everything else here runs in the judge.
     """
     __tracebackhide__ = True
     from .integrity import KernelLaunches, require_kernel_default
 
     call = name or getattr(fn, "__name__", "your function")
     label = f"{call}({describe_inputs(args)})"
+    names = list(arg_names) if arg_names is not None else parameter_names(reference, len(args))
+    names += [f"input {i}" for i in range(len(names), len(args))]
     args = [guarded_copy(a) if guard_inputs and isinstance(a, torch.Tensor) else a for a in args]
     before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
     # The reference comes from copies taken before the call, so a kernel that writes into its inputs is
@@ -371,11 +452,20 @@ def check(fn: Callable[..., torch.Tensor], args: Sequence[object], reference: Ca
     wide = [b.to(torch.float64) if b is not None and b.is_floating_point() else (b if b is not None else a)
             for a, b in zip(args, before)]
     expected = reference(*wide)
+    several = isinstance(expected, (tuple, list))
+    expected_list = list(expected) if several else [expected]
+    n_out = len(expected_list)
+    out_names = list(outputs) if outputs is not None else ([f"output {i + 1}" for i in range(n_out)] if several
+                                                           else [""])
+    if len(out_names) != n_out:
+        raise ValueError(f"check: {len(out_names)} output names for a reference with {n_out} outputs")
+    atols, rtols = _per_output(atol, n_out, "atol"), _per_output(rtol, n_out, "rtol")
     remote = getattr(fn, "remote_call", None)
-    allocation = None
+    allocations: list[GuardedTensor | None]
     if remote is not None:  # the grader's judge: the call runs in the student's sandboxed kernel
-        result_of_call = remote(list(args), label=label)
-        got, allocation, after = result_of_call.output, result_of_call.allocation, result_of_call.inputs_after
+        result_of_call = remote(list(args), label=label, outputs=out_names if several else None, arg_names=names)
+        got, after = result_of_call.output, result_of_call.inputs_after
+        allocations = list(result_of_call.allocations)
     else:
         with GuardedAllocations() as allocs, KernelLaunches() as launches:
             try:
@@ -387,40 +477,99 @@ def check(fn: Callable[..., torch.Tensor], args: Sequence[object], reference: Ca
                               "only for results your Triton kernel computes (not PyTorch, NumPy or stored "
                               "answers).")
         after = [a for a in args if isinstance(a, torch.Tensor)]
-        if isinstance(got, torch.Tensor):
-            allocation = allocs.find(got)
+        items = list(got) if several and isinstance(got, (tuple, list)) else [got]
+        allocations = [allocs.find(g) if isinstance(g, torch.Tensor) else None for g in items]
+    changed = changed_inputs(before, after, names) if inputs_unchanged else []
     first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if several:
+        want = f"a tuple of {n_out} tensors ({', '.join(out_names)})"
+        if not isinstance(got, (tuple, list)):
+            raise CheckFailed(f"{label} returned {type(got).__name__}, expected {want}")
+        if len(got) != n_out:
+            raise CheckFailed(f"{label} returned {len(got)} outputs, expected {want}")
+        got_list = list(got)
+    else:
+        got_list = [got]
+    if len(allocations) != len(got_list):
+        allocations = [None] * len(got_list)
     problems = []
-    if not isinstance(got, torch.Tensor):
-        raise CheckFailed(f"{label} returned {type(got).__name__}, expected a tensor (did you forget "
-                          "`return out`?)")
-    if tuple(got.shape) != tuple(expected.shape):
-        problems.append(f"returned shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
-    if first is not None and got.dtype != first.dtype:
-        problems.append(f"returned dtype {str(got.dtype).replace('torch.', '')}, expected "
-                        f"{str(first.dtype).replace('torch.', '')} (the input's dtype)")
-    if remote is None and first is not None and got.device != first.device:
-        problems.append(f"returned a tensor on {got.device}, expected {first.device}")
+    for i, (g, e, what) in enumerate(zip(got_list, expected_list, out_names)):
+        where = f"output `{what}`" if several else "it"
+        if not isinstance(g, torch.Tensor):
+            if several:
+                problems.append(f"{where} is a {type(g).__name__}, expected a tensor")
+                continue
+            raise CheckFailed(f"{label} returned {type(g).__name__}, expected a tensor (did you forget "
+                              "`return out`?)")
+        prefix = f"{where} has" if several else "returned"
+        if tuple(g.shape) != tuple(e.shape):
+            problems.append(f"{prefix} shape {tuple(g.shape)}, expected {tuple(e.shape)}")
+        want_dtype = (out_dtypes[i] if out_dtypes is not None and i < len(out_dtypes) else None) or \
+            (first.dtype if first is not None else None)
+        if want_dtype is not None and g.dtype != want_dtype:
+            why = " (the input's dtype)" if want_dtype == (first.dtype if first is not None else None) else ""
+            problems.append(f"{prefix} dtype {_dtype_name(g.dtype)}, expected {_dtype_name(want_dtype)}{why}")
+        if remote is None and first is not None and g.device != first.device:
+            problems.append(f"{prefix} a tensor on {g.device}, expected {first.device}" if several else
+                            f"returned a tensor on {g.device}, expected {first.device}")
+        if remote is None and several:
+            for j, a in enumerate(args):
+                if isinstance(a, torch.Tensor) and shares_memory(g, a):
+                    problems.append(f"{where} is your input `{names[j]}` (or a view of it), not a new tensor")
+            for j in range(i):
+                other = got_list[j]
+                if isinstance(other, torch.Tensor) and shares_memory(g, other):
+                    problems.append(f"outputs `{out_names[j]}` and `{what}` share memory (the same tensor "
+                                    "returned twice?): each output needs its own tensor")
     if problems:
-        raise CheckFailed(f"{label} " + "; ".join(problems))
-    if allocation is not None and allocation.view is not got:
-        allocation = allocation if allocation.view.data_ptr() == got.data_ptr() else None
-    result = compare(got, expected, atol=atol, rtol=rtol, allocation=allocation)
-    if inputs_unchanged:
-        tensors_before = [b for b in before if b is not None]
-        for i, (a, b) in enumerate(zip(after, tensors_before)):
-            a_view = a.to(b.device) if a.device != b.device else a
-            if not torch.equal(_bits(a_view) if a_view.is_floating_point() else a_view,
-                               _bits(b) if b.is_floating_point() else b):
-                changed = int((_bits(a_view) != _bits(b)).sum()) if a_view.is_floating_point() else -1
-                result.notes.append(f"Input {i} was modified by the call ({changed} element(s) changed); "
-                                    "kernels must leave their inputs untouched. (The expected values above "
-                                    "come from the inputs as they were before the call.)")
-    if not result.ok or result.notes:
-        report = describe(result)
-        extra = [h.message for h in hints if _safe(h.applies, result, args)]
-        raise CheckFailed(f"{label}:\n{report}" + "".join(f"\nHint: {m}" for m in extra))
-    return result
+        raise CheckFailed("\n".join(changed + [f"{label} " + "; ".join(problems)]))
+    results = []
+    for g, e, allocation, a_tol, r_tol, what in zip(got_list, expected_list, allocations, atols, rtols, out_names):
+        if allocation is not None and allocation.view is not g:
+            allocation = allocation if allocation.view.data_ptr() == g.data_ptr() else None
+        c = compare(g, e, atol=a_tol, rtol=r_tol, allocation=allocation)
+        c.output = what
+        results.append(c)
+    if changed:
+        results[0].notes.extend(changed)
+    if changed or not all(c.ok for c in results):
+        report = changed[:]
+        wrong = [c for c in results if not c.ok]
+        if changed and not wrong:
+            report.append("Apart from that, every output is right." if several else
+                          "Apart from that, the output is right.")
+        elif changed:
+            report.append("Fix that first: other programs may have read the values your kernel wrote there.")
+        for c in wrong:
+            text = describe(c)
+            report.append(f"Output `{c.output}`: " + text if several else text)
+        extra = [h.message for h in hints if _hint_fires(h, results, _as_passed(args, before) if changed else args)]
+        raise CheckFailed(f"{label}:\n" + "\n".join(report) + "".join(f"\nHint: {m}" for m in extra))
+    return tuple(results) if several else results[0]
+
+
+def _as_passed(args: Sequence[object], before: Sequence[torch.Tensor | None]) -> list[object]:
+    """The arguments as they were passed (values from the copies taken before the call), with their strides:
+    what hints look at when the call changed an input."""
+    out = []
+    for a, b in zip(args, before):
+        if isinstance(a, torch.Tensor) and b is not None:
+            t = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device)
+            t.copy_(b)
+            out.append(t)
+        else:
+            out.append(a)
+    return out
+
+
+def _hint_fires(hint: Hint, results: Sequence[Comparison], args: Sequence[object]) -> bool:
+    """Whether ``hint`` applies: only to its own output, and only when something is wrong there (a wrong
+    value, or an input the call changed, noted on the first output)."""
+    if isinstance(hint.output, str):
+        c = next((r for r in results if r.output == hint.output), None)
+    else:
+        c = results[hint.output] if -len(results) <= hint.output < len(results) else None
+    return c is not None and (not c.ok or bool(c.notes)) and _safe(hint.applies, c, args)
 
 
 def _safe(pred: Callable, *a) -> bool:
@@ -430,16 +579,27 @@ def _safe(pred: Callable, *a) -> bool:
         return False
 
 
-def check_all(fn: Callable[..., torch.Tensor], cases: Sequence[Sequence[object]],
-              reference: Callable[..., torch.Tensor], *, tolerances: Callable[[torch.dtype], tuple[float, float]],
+def check_all(fn: Callable[..., object], cases: Sequence[Sequence[object]],
+              reference: Callable[..., object], *,
+              tolerances: Callable[[torch.dtype], tuple[float, float] | Sequence[tuple[float, float]]],
               hints: Sequence[Hint] = (), name: str | None = None, quiet: bool = False,
-              require_kernel: bool | None = None) -> None:
-    """:func:`check` each case (tolerances chosen by the first input's dtype); print one line each."""
+              require_kernel: bool | None = None, outputs: Sequence[str] | None = None,
+              out_dtypes: Sequence[torch.dtype | None] | None = None,
+              arg_names: Sequence[str] | None = None) -> None:
+    """:func:`check` each case (tolerances chosen by the first input's dtype); print one line each.
+
+    ``tolerances(dtype)`` gives ``(atol, rtol)``, or, for a function with several outputs, one such pair
+    per output."""
     __tracebackhide__ = True
     for args in cases:
         first = next(a for a in args if isinstance(a, torch.Tensor))
-        atol, rtol = tolerances(first.dtype)
-        check(fn, args, reference, atol=atol, rtol=rtol, hints=hints, name=name, require_kernel=require_kernel)
+        tol = tolerances(first.dtype)
+        if isinstance(tol[0], (tuple, list)):
+            atol, rtol = [t[0] for t in tol], [t[1] for t in tol]
+        else:
+            atol, rtol = tol
+        check(fn, args, reference, atol=atol, rtol=rtol, hints=hints, name=name, require_kernel=require_kernel,
+              outputs=outputs, out_dtypes=out_dtypes, arg_names=arg_names)
         if not quiet:
             print(f"ok  {name or fn.__name__}({describe_inputs(args)})")
 

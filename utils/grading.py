@@ -75,8 +75,13 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
                      *, fraction: float, points: float, what: str,
                      correct_first: Callable[[], object] | None = None,
                      reference: Callable[..., object] | None = None,
-                     tolerances: Callable[[object], tuple[float, float]] | None = None) -> float:
+                     tolerances: Callable[[object], tuple[float, float]] | None = None,
+                     against: str = "copy") -> float:
     """Points for reaching ``fraction`` of this GPU's copy bandwidth; 0 and NOT GRADED without a GPU.
+
+    ``against="same_size_copy"``: the target is ``fraction`` of a copy that moves ``nbytes`` (half read,
+    half written), timed in the same rounds as ``fn``, instead of the 1 GiB copy: at a few tens of MB
+    the fixed costs of a launch hold back any kernel, a copy too.
 
     The last expression of a graded cell is its score (nbgrader's partial credit), so a hidden test ends
     with ``bandwidth_points(...)``. A kernel below target raises :class:`CheckFailed` with the numbers.
@@ -108,7 +113,8 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
         ceiling = copy_bandwidth() if not current().interpreted else 1.0
         earned, verdict = remote_bandwidth(fn, make_inputs, nbytes, fraction=fraction if not current().interpreted
                                            else 0.0, points=points, what=what, ceiling=ceiling,
-                                           reference=reference, tolerances=tolerances)
+                                           reference=reference, tolerances=tolerances,
+                                           same_size_copy=against == "same_size_copy")
         print(verdict)
         return earned
     if current().interpreted:
@@ -132,6 +138,10 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
             if require_kernel_default() and launches.count == 0:
                 raise CheckFailed(f"{what}: the function launched no Triton kernel, so there is no kernel "
                                   "bandwidth to grade (results computed by PyTorch earn no points).")
+            if against == "same_size_copy":
+                achieved, copy = same_size_copy_gbps(fn, make_inputs, nbytes, what)
+                print(same_size_copy_verdict(achieved, copy, fraction, what))
+                return float(points)
             achieved = timed_gbps(fn, make_inputs, nbytes, what)
             if achieved < fraction * ceiling:
                 # One more independent measurement before a verdict of "too slow": a kernel that reaches
@@ -143,6 +153,43 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
             raise CheckFailed(explain_exception(exc, what)) from None
     print(bandwidth_verdict(achieved, fraction, ceiling, what))
     return float(points)
+
+
+def same_size_copy_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
+                        what: str) -> tuple[float, float]:
+    """(GB/s of ``fn``, GB/s of a copy that moves as many bytes) timed in the same rounds
+    (:func:`triton_course.bench.steady_rounds`), the median of each. The copy moves ``nbytes`` (half read,
+    half written) in the first input's dtype, from a fresh tensor in each input set. Every timed call of
+    ``fn`` must launch a kernel."""
+    import statistics
+
+    import torch
+
+    from .bench import gbps, steady_rounds
+    from .integrity import LaunchesPerCall
+
+    x = next(t for t in make_inputs() if isinstance(t, torch.Tensor))
+    numel = max(1, nbytes // 2 // x.element_size())
+
+    def with_copy_source():
+        inputs = tuple(make_inputs())
+        return (*inputs, torch.empty(numel, dtype=x.dtype, device=x.device).normal_())
+
+    with LaunchesPerCall(fn) as timed:
+        times = steady_rounds({"fn": lambda *a: timed(*a[:-1]), "copy": lambda *a: a[-1].clone()}, with_copy_source)
+    require_launch_per_call(timed, what)
+    return gbps(nbytes, statistics.median(times["fn"])), gbps(2 * numel * x.element_size(),
+                                                              statistics.median(times["copy"]))
+
+
+def same_size_copy_verdict(achieved: float, copy: float, fraction: float, what: str) -> str:
+    """The line a passing check against a same-size copy prints; raises :class:`CheckFailed` below target."""
+    verdict = (f"{what}: {achieved:,.0f} GB/s = {achieved / copy:.0%} of a copy of the same size (as many bytes), "
+               f"timed in the same rounds ({copy:,.0f} GB/s); target {fraction:.0%}")
+    if achieved < fraction * copy:
+        raise CheckFailed(verdict + ". Count the bytes your kernel moves: is anything read or written "
+                          "twice, or are the blocks too small to keep the memory system busy?")
+    return verdict + ": passed"
 
 
 def bandwidth_verdict(achieved: float, fraction: float, ceiling: float, what: str) -> str:

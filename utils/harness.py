@@ -4,7 +4,9 @@ The judge (``grader.judge``, in another process) never runs student code and nev
 writes a *request* into the exchange folder (which function, and its arguments as raw bytes) and runs
 ``triton_course.harness.serve(folder)`` in the kernel. :func:`serve` rebuilds the arguments, calls the student's
 function, and writes back plain data: the output's bytes, the arguments' bytes after the call, and
-*evidence* about the call (Triton launches, the PyTorch operators it ran, where its output came from).
+*evidence* about the call (Triton launches, the PyTorch operators it ran, where its output came from). A
+function may return one tensor, a tuple (or list) of up to :data:`MAX_OUTPUTS` tensors, each sent back with
+its own evidence, or plain values.
 
 Everything written here is untrusted by construction -- the student's code runs in this process and can
 change this module -- so the judge checks every byte against its own inputs and reference, and treats
@@ -17,11 +19,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .checks import _span, shares_memory
 from .integrity import KernelLaunches, inside_launch
+
+if TYPE_CHECKING:
+    from .checks import GuardedAllocations
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
@@ -29,6 +35,8 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 NAMES = {v: k for k, v in DTYPES.items()}
 #: Python values that cross the boundary as JSON.
 PLAIN = (bool, int, float, str, type(None))
+#: At most this many tensors in a returned tuple (a function with several outputs returns a few).
+MAX_OUTPUTS = 8
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -198,17 +206,19 @@ def serve(folder: str) -> None:
                                "fixtures": [f.state() for f in made]})
     response: dict[str, Any] = {"status": "ok", "launches": launches.count, "ops": log.ops,
                                 "unknown_copies": log.unknown_copies, "fixtures": [f.state() for f in made]}
-    if isinstance(got, torch.Tensor):
-        g = allocs.find(got)
-        same_view = g is not None and got.storage_offset() == g.pad and tuple(got.shape) == tuple(g.view.shape) \
-            and tuple(got.stride()) == tuple(g.view.stride())
-        response["output"] = tensor_spec(got, path, "output")
-        response["output"]["guard_pad"] = g.pad if same_view else None
-        ptr = got.untyped_storage().data_ptr()
-        response["output"]["written_by_launch"] = ptr in launches.written
-        response["output"]["known_origin"] = ptr in log.known or g is not None
-        response["output"]["is_input"] = any(ptr == t.untyped_storage().data_ptr() for t in tensors)
-        response["output"]["exact_type"] = type(got) is torch.Tensor
+    if isinstance(got, (tuple, list)) and got and all(isinstance(g, torch.Tensor) for g in got):
+        if len(got) > MAX_OUTPUTS:
+            response["output"] = {"kind": "unsupported", "type": f"{type(got).__name__} of {len(got)} tensors"}
+        else:
+            items = [_output_spec(g, path, f"output{i}", allocs, launches, log, tensors) for i, g in enumerate(got)]
+            for i, g in enumerate(got):
+                items[i]["shares_memory_with"] = [j for j, h in enumerate(got) if j != i and shares_memory(g, h)]
+            response["output"] = {"kind": "tuple", "items": items}
+    elif isinstance(got, (tuple, list)) and any(isinstance(g, torch.Tensor) for g in got):
+        other = next(type(g).__name__ for g in got if not isinstance(g, torch.Tensor))
+        response["output"] = {"kind": "unsupported", "type": f"{type(got).__name__} holding a {other} beside tensors"}
+    elif isinstance(got, torch.Tensor):
+        response["output"] = _output_spec(got, path, "output", allocs, launches, log, tensors)
     else:
         try:
             response["output"] = {"kind": "value", "value": _plain(got)}
@@ -216,3 +226,25 @@ def serve(folder: str) -> None:
             response["output"] = {"kind": "unsupported", "type": str(exc)}
     response["inputs"] = [tensor_spec(t, path, f"input{i}") for i, t in enumerate(tensors)]
     _respond(path, response)
+
+
+def _output_spec(got: torch.Tensor, path: Path, name: str, allocs: "GuardedAllocations", launches: KernelLaunches,
+                 log: OperatorLog, inputs: list[torch.Tensor]) -> dict[str, Any]:
+    """One returned tensor: its storage's bytes, and the evidence the judge holds it to.
+
+    ``guard_pad`` is set when the tensor covers exactly the span of a guarded allocation (the allocation
+    itself or a reshaped view of it): the judge then reads the guard regions around it and the poison of
+    elements never written. The rest: whether a Triton launch received its storage, whether that storage
+    has a known origin, whether it is one of the inputs (and which), and whether it is a plain tensor."""
+    g = allocs.find(got)
+    whole = g is not None and got.data_ptr() == g.view.data_ptr() and \
+        _span(got.shape, got.stride()) == _span(g.view.shape, g.view.stride())
+    spec = tensor_spec(got, path, name)
+    ptr = got.untyped_storage().data_ptr()
+    spec["guard_pad"] = g.pad if whole else None
+    spec["written_by_launch"] = ptr in launches.written
+    spec["known_origin"] = ptr in log.known or g is not None
+    spec["input_index"] = next((i for i, t in enumerate(inputs) if ptr == t.untyped_storage().data_ptr()), None)
+    spec["is_input"] = spec["input_index"] is not None
+    spec["exact_type"] = type(got) is torch.Tensor
+    return spec

@@ -13,8 +13,8 @@ Four requests, each answered with plain data that the judge verifies:
 * ``run``: replay the graph (or call the function once per set, back to back), between two CUDA events,
   keeping every output; report the events' time. The judge times the same request with its own clock;
 * ``verify``: for a challenge key sent only now, return block fingerprints of every output (one dot
-  product per block of :data:`BLOCK` elements with random weights) and one whole output picked by the
-  judge; then free everything.
+  product per block of :data:`BLOCK` elements with random weights; every tensor of a call that returns
+  several) and the whole output of one call picked by the judge; then free everything.
 """
 
 from __future__ import annotations
@@ -55,7 +55,10 @@ def build_args(arg_specs: list[dict[str, Any]], key: int, device: str) -> list[A
 
 
 def fingerprints(outputs: list[torch.Tensor], challenge: int, device: str) -> torch.Tensor:
-    """float64 [len(outputs), blocks]: each output, flattened and zero-padded, dotted blockwise with weights."""
+    """float64 [len(outputs), blocks]: each output, flattened and zero-padded, dotted blockwise with weights.
+
+    Outputs of different sizes (a function's ``y`` and its per-row ``rstd``) are zero-padded to the
+    blocks of the largest."""
     g = torch.Generator(device=device)
     g.manual_seed(int(challenge))
     w = torch.randn(BLOCK, generator=g, device=device, dtype=torch.float64)
@@ -66,7 +69,9 @@ def fingerprints(outputs: list[torch.Tensor], challenge: int, device: str) -> to
         if pad:
             flat = torch.cat([flat, flat.new_zeros(pad)])
         rows.append(flat.view(-1, BLOCK) @ w)
-    return torch.stack(rows)
+    cols = max((r.numel() for r in rows), default=0)
+    rows = [torch.cat([r, r.new_zeros(cols - r.numel())]) if r.numel() < cols else r for r in rows]
+    return torch.stack(rows) if rows else torch.empty(0, 0, dtype=torch.float64, device=device)
 
 
 def _sync(device: str) -> None:
@@ -87,13 +92,30 @@ def serve_timing(path: Path, req: dict[str, Any]) -> None:
             {"status": "raised", "error": explain_exception(exc, req.get("label", "the timed function"))}))
 
 
+def flat_outputs(outs: list[Any]) -> list[Any]:
+    """Every returned tensor of every call, call after call (a call that returns a tuple adds each of its
+    tensors in order)."""
+    return [t for o in outs for t in (o if isinstance(o, (tuple, list)) else (o,))]
+
+
 def _evidence(outs: list[Any], launches: KernelLaunches, log: OperatorLog) -> dict[str, Any]:
-    """What the judge holds the timed calls to (:func:`grader.judge.work_problems` and its own checks)."""
-    ptrs = {o.untyped_storage().data_ptr() for o in outs if isinstance(o, torch.Tensor)}
+    """What the judge holds the timed calls to (:func:`grader.judge.work_problems` and its own checks).
+
+    ``outputs_per_call``: how many tensors each call returned (one number if all agree, else -1);
+    ``distinct_outputs``: for the output position that repeats most, how many calls returned a tensor of
+    their own there (a cache that hands back last call's ``rstd``, say, repeats one)."""
+    flat = flat_outputs(outs)
+    counts = {len(o) if isinstance(o, (tuple, list)) else 1 for o in outs}
+    per_call = counts.pop() if len(counts) == 1 else -1
+    distinct = 0
+    if per_call > 0:
+        distinct = min(len({o.untyped_storage().data_ptr() for o in flat[k::per_call] if isinstance(o, torch.Tensor)})
+                       for k in range(per_call))
     return dict(launches=launches.count, ops=log.ops, unknown_copies=log.unknown_copies,
-                distinct_outputs=len(ptrs), tensors=all(type(o) is torch.Tensor for o in outs),
+                distinct_outputs=distinct, outputs_per_call=per_call,
+                tensors=bool(flat) and all(type(o) is torch.Tensor for o in flat),
                 written_by_launch=all(o.untyped_storage().data_ptr() in launches.written
-                                      for o in outs if isinstance(o, torch.Tensor)))
+                                      for o in flat if isinstance(o, torch.Tensor)))
 
 
 def _after_failed_capture() -> None:
@@ -207,11 +229,15 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
         resp.update(elapsed_ms=elapsed, graph=False, **_evidence(outs, launches, log))
     elif step == "verify":
         outs = _STATE.get("outs", [])
-        fp = fingerprints(outs, req["challenge"], device)
+        flat = flat_outputs(outs)
+        fp = fingerprints(flat, req["challenge"], device)
         (path / "fingerprints.bin").write_bytes(fp.cpu().contiguous().numpy().tobytes())
         resp["fingerprints"] = {"rows": fp.shape[0], "cols": fp.shape[1]}
         pick = int(req["pick"])
-        resp["picked"] = tensor_spec(outs[pick].contiguous(), path, "picked") if pick < len(outs) else None
+        if pick < len(outs) and isinstance(outs[pick], (tuple, list)):
+            resp["picked"] = [tensor_spec(t.contiguous(), path, f"picked{k}") for k, t in enumerate(outs[pick])]
+        else:
+            resp["picked"] = tensor_spec(outs[pick].contiguous(), path, "picked") if pick < len(outs) else None
         _STATE.clear()
         if device.startswith("cuda"):
             torch.cuda.empty_cache()

@@ -1,9 +1,13 @@
-# Right values, but the kernel writes h = x + residual back into residual (a production habit): inputs changed.
+# The production habit (vLLM's fused_add_rms_norm): writes h = x + residual back into residual and returns that
+# tensor as h. Right values, but the caller's residual is changed and h is not a new tensor.
 #%% traffic from-solution
 #%% roofline from-solution
 #%% fused from-solution
 #%%- replace
-    tl.store(out_ptr + offsets, (y * tl.sigmoid(y)).to(out_ptr.dtype.element_ty), mask=inside)
+    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside)      # the new residual stream
 #%%- with
-    tl.store(r_ptr + offsets, h.to(r_ptr.dtype.element_ty), mask=inside)  # keep h for the next layer
-    tl.store(out_ptr + offsets, (y * tl.sigmoid(y)).to(out_ptr.dtype.element_ty), mask=inside)
+    tl.store(r_ptr + offsets, h.to(r_ptr.dtype.element_ty), mask=inside)      # h in place, into residual
+#%%- replace
+    return y, h
+#%%- with
+    return y, residual
