@@ -430,3 +430,71 @@ def test_h200_reference_keeps_16_byte_loads_at_odd_sizes():
     assert all("ld.global.v4" in part for part in reference), reference
     straightforward = odd["straightforward"]["ptx_loads"].split("; ")
     assert "ld.global.v4" in straightforward[0] and "ld.global.v4" not in straightforward[1], straightforward
+
+
+def _cross_compile(kernel, dtype: str, n_divisible: bool, block: int = 1024) -> str:
+    """PTX of ``kernel`` for an H100/H200 (sm_90), compiled here without a GPU as Triton's compiler can."""
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource, compile as triton_compile
+    except ImportError as exc:  # a Triton without the CUDA backend cannot compile for a GPU
+        pytest.skip(f"this Triton cannot compile for CUDA: {exc}")
+    import types
+
+    import triton
+
+    def compilable(f):
+        """A JITFunction of ``f`` (under the interpreter, @triton.jit gives interpreted functions) whose
+        global helpers are JITFunctions too."""
+        f = getattr(f, "fn", f)
+        helpers = {k: compilable(f.__globals__[k]) for k in f.__code__.co_names
+                   if k != f.__name__ and type(f.__globals__.get(k)).__name__ == "InterpretedFunction"}
+        if helpers:
+            f = types.FunctionType(f.__code__, {**f.__globals__, **helpers}, f.__name__)
+        return triton.runtime.jit.JITFunction(f)
+
+    jit = kernel if isinstance(kernel, triton.runtime.jit.JITFunction) else compilable(kernel)
+    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
+    if n_divisible:
+        attrs[(2,)] = [["tt.divisibility", 16]]
+    signature = {"x_ptr": f"*{dtype}", "out_ptr": f"*{dtype}", "n_elements": "i32", "BLOCK": "constexpr"}
+    source = ASTSource(jit, signature, constexprs={"BLOCK": block}, attrs=attrs)
+    return triton_compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+
+
+@pytest.mark.notebook
+def test_ptx_of_the_reference_has_two_sfu_operations_per_element_and_16_byte_loads_at_odd_sizes():
+    """What the budget and the appendix say, read off the PTX compiled for sm_90 (4 warps, BLOCK 1024: 8
+    float32 elements per thread): one ex2.approx.f32 (tl.exp) and one div.full.f32 (/) per element on each
+    of the reference's two paths; 16-byte loads in its full blocks even for odd n, where the straightforward
+    kernel loads 4 bytes at a time."""
+    ns, m = _solution(), _measurement_module()
+    reference_odd = _cross_compile(ns["gelu_kernel"], "fp32", n_divisible=False)
+    sfu = m.sfu_instructions(reference_odd)
+    assert sfu == {"div.full.f32": 16, "ex2.approx.f32": 16}, sfu
+    assert "ld.global.v4.b32" in reference_odd
+    straight_odd = _cross_compile(m.straightforward_kernel, "fp32", n_divisible=False)
+    straight_even = _cross_compile(m.straightforward_kernel, "fp32", n_divisible=True)
+    assert "ld.global.v4" not in straight_odd and "ld.global.v4.b32" in straight_even
+    assert m.sfu_instructions(straight_even) == {"div.full.f32": 8, "ex2.approx.f32": 8}
+    assert "ld.global.v4.b32" in _cross_compile(ns["gelu_kernel"], "fp16", n_divisible=False)
+
+
+def test_h200_ptx_has_the_sfu_instructions_the_budget_counts():
+    sfu = _section("odd_sizes")["reference"]["sfu_instructions_per_thread"]
+    assert sfu.get("ex2.approx.f32", 0) > 0 and sfu.get("div.full.f32", 0) > 0, sfu
+
+
+def test_chapters_02_and_04_agree_on_torch_compile_gelu():
+    """Chapter 02 times torch.compile(gelu_eager) with one kernel per size, back to back; chapter 04 times the
+    same kernel in its sweep: their GB/s agree within 10% (separate runs) at the sizes both recorded."""
+    sweep = {r["n"]: r for r in _section("sweep")["float32"]}
+    shapes = json.loads((ROOT / "results" / "02_benchmarking.json").read_text()).get("torch_compile_shapes")
+    if not shapes:
+        pytest.skip("results/02_benchmarking.json has no torch_compile_shapes yet: run python results/measure.py "
+                    "02_benchmarking on a GPU")
+    both = [(r, sweep[r["n"]]) for r in shapes["rows"] if r["n"] in sweep]
+    assert both, "no size recorded by both chapters"
+    for two, four in both:
+        ratio = two["one_kernel_per_size_back_to_back_gbps"] / four["torch_compile_gbps"]
+        assert 0.9 <= ratio <= 1.1, (two, four)

@@ -16,7 +16,8 @@ verdict depends on them). Sections, each its own key of the JSON file:
   per element), a kernel with twice the reference's SFU work, a Triton copy with the same launch, and a
   copy, in each dtype: where the arithmetic, not memory, is the limit.
 * ``odd_sizes``: the global loads in the PTX of the reference and of the straightforward kernel for
-  n divisible by 16 and for odd n, and their GB/s there.
+  n divisible by 16 and for odd n, their GB/s there, and the special-function instructions in the PTX
+  (``ex2.approx.f32`` for ``tl.exp``, ``div.full.f32`` for ``/``).
 * ``bandwidth_check``: the notebook's target (75% of the copy on 2^26 float32) against the reference,
   the straightforward kernel and a kernel that moves twice the bytes.
 """
@@ -127,6 +128,15 @@ def timed(impls: dict, make, nbytes: dict) -> tuple[dict, dict]:
     return {name: round(statistics.median(g), 1) for name, g in per_round.items()}, per_round
 
 
+SFU_PTX = ("ex2.approx", "div.full", "div.rn", "rcp.approx", "rcp.rn", "tanh.approx")
+
+
+def sfu_instructions(ptx: str) -> dict[str, int]:
+    """How many of each special-function instruction a PTX listing holds (per thread)."""
+    found = Counter(re.findall(r"\b(?:ex2|div|rcp|tanh)\.[a-z]+(?:\.[a-z0-9]+)*", ptx))
+    return {op: n for op, n in sorted(found.items()) if op.startswith(SFU_PTX)}
+
+
 def ptx_loads(compiled) -> str:
     """The global loads of a compiled kernel's PTX, counted by instruction: what each thread issues."""
     ops = Counter(re.findall(r"ld\.global(?:\.[a-z0-9]+)+", compiled.asm["ptx"]))
@@ -216,7 +226,9 @@ def measure(ns):
                 del x
                 medians, _ = timed({name: fn}, lambda: (torch.randn(n, device="cuda"),), {name: 8 * n})
                 rates[str(n)] = medians[name]
-            result[name] = {"ptx_loads": "; ".join(loads), "gbps": rates}
+            result[name] = {"ptx_loads": "; ".join(loads), "gbps": rates,
+                            "sfu_instructions_per_thread": sfu_instructions(compiled.asm["ptx"]),
+                            "elements_per_thread": block // (32 * int(compiled.metadata.num_warps))}
             summary.append(f"{name} float32 loads: {result[name]['ptx_loads']}; GB/s {rates}")
             print(summary[-1], flush=True)
         out["odd_sizes"] = result
