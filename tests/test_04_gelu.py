@@ -498,3 +498,17 @@ def test_chapters_02_and_04_agree_on_torch_compile_gelu():
     for two, four in both:
         ratio = two["one_kernel_per_size_back_to_back_gbps"] / four["torch_compile_gbps"]
         assert 0.9 <= ratio <= 1.1, (two, four)
+
+
+@pytest.mark.notebook
+def test_the_experiments_hardware_tanh_kernel_and_the_reference_compile_for_sm90_in_every_dtype():
+    """The experiment's gelu_hw_tanh_kernel (defined after the exercises) is one tanh.approx.f32 per element,
+    and the reference compiles for bfloat16 too (rounded once, on the store)."""
+    from grader.notebook_code import exec_cells_starting_with
+
+    ns = dict(_solution())
+    exec_cells_starting_with(solution_notebook(CHAPTER), ns, ("@triton.jit\ndef gelu_hw_tanh_kernel",))
+    for dtype in ("fp32", "fp16", "bf16"):
+        ptx = _cross_compile(ns["gelu_hw_tanh_kernel"], dtype, n_divisible=True)
+        assert ptx.count("tanh.approx.f32") == 8 and "ex2.approx" not in ptx, dtype
+    assert "cvt.rn.bf16x2.f32" in _cross_compile(ns["gelu_kernel"], "bf16", n_divisible=True)
