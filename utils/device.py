@@ -32,6 +32,10 @@ def choose_backend() -> bool:
     """
     if not _interpreter_requested() and not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
+    if _interpreter_requested():
+        from .versions import repair_interpreter_scalars
+
+        repair_interpreter_scalars()  # Triton 3.5/3.6 with NumPy >= 2.4 (see there); a no-op elsewhere
     return _interpreter_requested()
 
 

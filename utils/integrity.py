@@ -43,14 +43,22 @@ def require_kernel_default() -> bool:
 # Counting Triton launches
 # ---------------------------------------------------------------------------------------------------
 
-def _launch_classes() -> list[type]:
-    classes = []
-    for mod, name in (("triton.runtime.jit", "JITFunction"), ("triton.runtime.interpreter", "InterpretedFunction")):
+def _launch_points() -> list[tuple[type, str]]:
+    """The methods through which a Triton kernel is launched: ``JITFunction.run`` when compiled; under the
+    interpreter ``InterpretedFunction.run`` (Triton 3.6 on), or ``GridExecutor.__call__`` (Triton 3.5, whose
+    ``kernel[grid]`` returns a GridExecutor)."""
+    points = []
+    for mod, name, methods in (("triton.runtime.jit", "JITFunction", ("run",)),
+                               ("triton.runtime.interpreter", "InterpretedFunction", ("run",)),
+                               ("triton.runtime.interpreter", "GridExecutor", ("__call__",))):
         try:
-            classes.append(getattr(importlib.import_module(mod), name))
+            cls = getattr(importlib.import_module(mod), name)
         except Exception:  # an older or newer Triton without this class
-            pass
-    return classes
+            continue
+        points += [(cls, m) for m in methods if m in cls.__dict__]
+    interpreted_run = any(cls.__name__ == "InterpretedFunction" for cls, _ in points)
+    # where InterpretedFunction.run exists it calls the GridExecutor itself: count the launch once
+    return [(cls, m) for cls, m in points if not (interpreted_run and cls.__name__ == "GridExecutor")]
 
 
 _DEPTH = threading.local()
@@ -68,14 +76,12 @@ class KernelLaunches:
     def __init__(self) -> None:
         self.count = 0
         self.written: set[int] = set()
-        self._saved: list[tuple[type, Callable[..., Any]]] = []
+        self._saved: list[tuple[type, str, Callable[..., Any]]] = []
 
     def __enter__(self) -> "KernelLaunches":
-        for cls in _launch_classes():
-            original = cls.__dict__.get("run")
-            if original is None:
-                continue
-            self._saved.append((cls, original))
+        for cls, method in _launch_points():
+            original = cls.__dict__[method]
+            self._saved.append((cls, method, original))
 
             def run(fn_self, *args, _original=original, **kwargs):
                 if not kwargs.get("warmup", False):
@@ -88,12 +94,12 @@ class KernelLaunches:
                 finally:
                     _DEPTH.n -= 1
 
-            setattr(cls, "run", run)
+            setattr(cls, method, run)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for cls, original in reversed(self._saved):
-            setattr(cls, "run", original)
+        for cls, method, original in reversed(self._saved):
+            setattr(cls, method, original)
         self._saved.clear()
 
 
