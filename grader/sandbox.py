@@ -25,6 +25,7 @@ import compileall
 import functools
 import glob
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,8 @@ BASE_UID = 61000
 #: Where the sandbox sees the course's helpers and the exchange folder.
 COURSE_MOUNT = "/course"
 HOME_IN_SANDBOX = "/tmp/home"
+#: Set by the grader: the memory cap of each sandbox, in bytes (default 24 GiB).
+MEMORY_ENV = "COURSE_SANDBOX_MEMORY_BYTES"
 
 
 class SandboxUnavailable(RuntimeError):
@@ -53,7 +56,8 @@ class Limits:
     file_bytes: int = 2 << 30       # RLIMIT_FSIZE: the largest file it may write
     open_files: int = 4096          # RLIMIT_NOFILE
     cpu_seconds: int = 3600         # RLIMIT_CPU
-    memory_bytes: int = 24 << 30    # memory cgroup (or RLIMIT_AS without a GPU)
+    memory_bytes: int = field(default_factory=lambda: int(os.environ.get(MEMORY_ENV, 24 << 30)))
+    # memory cgroup (or RLIMIT_AS without a GPU); a cluster job sets it to what it asked its scheduler for
 
 
 @functools.cache
@@ -92,41 +96,232 @@ def extra_site_paths() -> list[str]:
     return out
 
 
-class MemoryCgroup:
-    """A memory cgroup (v2, or v1's memory controller) for one sandbox, if the machine lets us make one."""
+def _make_cgroup(path: Path) -> Path | None:
+    try:
+        path.mkdir(exist_ok=True)
+        return path
+    except OSError:
+        return None
 
-    def __init__(self, name: str, limit: int):
-        self.path: Path | None = None
-        for base, limit_file in ((Path("/sys/fs/cgroup"), "memory.max"),
-                                 (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes")):
-            if not (base / "cgroup.procs").exists() or (base == Path("/sys/fs/cgroup") and
-                                                       not (base / "cgroup.controllers").exists()):
-                continue
-            try:
-                path = base / name
-                path.mkdir(exist_ok=True)
-                (path / limit_file).write_text(str(limit))
-                self.path = path
-                break
-            except OSError:
-                continue
+
+def _write(path: Path, value: str) -> bool:
+    try:
+        path.write_text(value)
+        return True
+    except OSError:
+        return False
+
+
+def _procs(folder: Path) -> list[int]:
+    try:
+        return [int(p) for p in (folder / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+class SandboxCgroups:
+    """The cgroups of one sandbox, where the machine lets the grader make them: a memory cap, and a freezer.
+
+    cgroup v2 (one folder under ``/sys/fs/cgroup``: ``memory.max`` when the memory controller is on, and
+    ``cgroup.freeze``), or cgroup v1 (a folder in the ``memory`` hierarchy and one in the ``freezer``
+    hierarchy). The sandbox's first process joins every folder before it starts bwrap (:meth:`Sandbox.wrap`),
+    so everything it starts is inside. Where none can be made (a container with a read-only
+    ``/sys/fs/cgroup``, a grader that is not root), :func:`freeze` stops the process tree with SIGSTOP."""
+
+    def __init__(self, name: str, memory_limit: int):
+        self.folders: list[Path] = []
+        self.memory: Path | None = None
+        self.freezer: tuple[str, Path] | None = None
+        unified = Path("/sys/fs/cgroup")
+        if (unified / "cgroup.controllers").exists():
+            folder = _make_cgroup(unified / name)
+            if folder is not None:
+                self.folders.append(folder)
+                if _write(folder / "memory.max", str(memory_limit)):
+                    self.memory = folder
+                if (folder / "cgroup.freeze").exists():
+                    self.freezer = ("cgroup2", folder)
+            return
+        memory = _make_cgroup(unified / "memory" / name) if (unified / "memory" / "cgroup.procs").exists() else None
+        if memory is not None:
+            if _write(memory / "memory.limit_in_bytes", str(memory_limit)):
+                self.folders.append(memory)
+                self.memory = memory
+            else:
+                _rmdir(memory)
+        freezer = _make_cgroup(unified / "freezer" / name) if (unified / "freezer" / "cgroup.procs").exists() else None
+        if freezer is not None:
+            if (freezer / "freezer.state").exists():
+                self.folders.append(freezer)
+                self.freezer = ("cgroup1", freezer)
+            else:
+                _rmdir(freezer)
 
     @property
-    def procs_file(self) -> str | None:
-        return str(self.path / "cgroup.procs") if self.path else None
+    def path(self) -> Path | None:
+        """The folder with the memory cap (None: no memory cgroup)."""
+        return self.memory
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [str(f / "cgroup.procs") for f in self.folders]
 
     def remove(self) -> None:
-        if self.path is None:
-            return
-        try:
-            for pid in (self.path / "cgroup.procs").read_text().split():
+        """Kill whatever is left in the sandbox's cgroups (thawed first: a frozen task dies only once thawed)
+        and remove them."""
+        if self.freezer is not None:
+            _thaw_cgroup(*self.freezer)
+        for folder in self.folders:
+            _write(folder / "cgroup.kill", "1")
+            for pid in _procs(folder):
                 try:
-                    os.kill(int(pid), 9)
-                except (ProcessLookupError, ValueError):
+                    os.kill(pid, 9)
+                except (ProcessLookupError, PermissionError):
                     pass
-            self.path.rmdir()
+        for folder in self.folders:
+            _rmdir(folder)
+
+
+def _rmdir(folder: Path) -> None:
+    import time
+
+    for _ in range(50):  # killed tasks leave their cgroup a moment after the signal
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
         except OSError:
-            pass
+            time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Freezing a sandbox while another submission's kernel is timed on the same GPU (grader.gpu_lock)
+# ---------------------------------------------------------------------------------------------------
+
+def _wait_for(check, timeout_s: float = 2.0) -> bool:
+    import time
+
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if check():
+            return True
+        time.sleep(0.005)
+    return check()
+
+
+def _freeze_cgroup(mode: str, folder: Path) -> bool:
+    if mode == "cgroup2":
+        return _write(folder / "cgroup.freeze", "1") and _wait_for(
+            lambda: "frozen 1" in _read(folder / "cgroup.events"))
+    return _write(folder / "freezer.state", "FROZEN") and _wait_for(
+        lambda: _read(folder / "freezer.state").strip() == "FROZEN")
+
+
+def _thaw_cgroup(mode: str, folder: Path) -> None:
+    if mode == "cgroup2":
+        _write(folder / "cgroup.freeze", "0")
+    else:
+        _write(folder / "freezer.state", "THAWED")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, start time) of a process, from /proc."""
+    text = _read(Path(f"/proc/{pid}/stat"))
+    if not text:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    return int(fields[1]), fields[19]
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """pid -> start time of ``root`` and every process below it."""
+    children: dict[int, list[int]] = {}
+    starts: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _stat(int(entry))
+            if st is not None:
+                children.setdefault(st[0], []).append(int(entry))
+                starts[int(entry)] = st[1]
+    out, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in starts and pid not in out:
+            out[pid] = starts[pid]
+            todo += children.get(pid, [])
+    return out
+
+
+def _stop_tree(root: int) -> list[list]:
+    """SIGSTOP ``root`` and its descendants until no new process appears (a stopped process cannot fork)."""
+    import signal
+
+    stopped: dict[int, str] = {}
+    for _ in range(20):
+        tree = _descendants(root)
+        new = {pid: start for pid, start in tree.items() if pid not in stopped}
+        if not new:
+            break
+        for pid, start in new.items():
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                stopped[pid] = start
+            except (ProcessLookupError, PermissionError):
+                pass
+    return [[pid, start] for pid, start in stopped.items()]
+
+
+def freeze(member: dict) -> dict | None:
+    """Stop every process of a registered sandbox (see :meth:`Sandbox.member`); returns what :func:`thaw`
+    needs, or None when the sandbox has no process left."""
+    name = str(member.get("name", "?"))
+    for key in ("cgroup2", "cgroup1"):
+        folder = member.get(key)
+        if folder and _procs(Path(folder)):
+            if _freeze_cgroup(key, Path(folder)):
+                return {"name": name, "mode": key, "path": folder}
+            _thaw_cgroup(key, Path(folder))  # could not freeze it whole: stop its processes instead
+    root = _root_pid(member)
+    if root is None:
+        return None
+    pids = _stop_tree(root)
+    return {"name": name, "mode": "signal", "pids": pids} if pids else None
+
+
+def thaw(handle: dict) -> None:
+    """Undo :func:`freeze` (a process that ended meanwhile, or whose pid was reused, is left alone)."""
+    import signal
+
+    if handle.get("mode") in ("cgroup2", "cgroup1"):
+        _thaw_cgroup(handle["mode"], Path(handle["path"]))
+        return
+    for pid, start in handle.get("pids", []):
+        st = _stat(int(pid))
+        if st is not None and st[1] == start:
+            try:
+                os.kill(int(pid), signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _root_pid(member: dict) -> int | None:
+    """The sandbox's first process (bwrap), if it is alive and still the child of the grader that made it."""
+    try:
+        root = int(_read(Path(member["pidfile"])).strip())
+    except (KeyError, ValueError):
+        return None
+    st = _stat(root)
+    if st is None or st[0] != int(member.get("owner", -1)):
+        return None  # gone, or the pid now belongs to another process
+    return root
 
 
 @dataclass
@@ -160,7 +355,21 @@ class Sandbox:
         if self.uid is not None:
             os.chown(self.exchange, self.uid, self.uid)
         os.chmod(self.exchange, 0o700)
-        self.cgroup = MemoryCgroup(f"course-sandbox-{os.getpid()}-{self.slot}", self.limits.memory_bytes)
+        self.name = f"course-sandbox-{os.getpid()}-{self.slot}"
+        self.cgroup = SandboxCgroups(self.name, self.limits.memory_bytes)
+        self.pidfile = self.staging / "sandbox.pid"  # the grader's: not mounted in the sandbox
+        self._registered: Path | None = None
+        if self.gpu:  # other submissions timing on this GPU freeze it meanwhile (grader.gpu_lock)
+            from grader.gpu_lock import GpuLock
+
+            self._registered = GpuLock.from_env().register(self.name, self.member())
+
+    def member(self) -> dict:
+        """What :func:`freeze` needs to stop this sandbox from another grading process."""
+        mode = self.cgroup.freezer
+        return {"name": self.name, "pidfile": str(self.pidfile), "owner": os.getpid(),
+                "cgroup2": str(mode[1]) if mode and mode[0] == "cgroup2" else None,
+                "cgroup1": str(mode[1]) if mode and mode[0] == "cgroup1" else None}
 
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` (run inside) wrapped in bwrap, the privilege drop and the limits."""
@@ -211,17 +420,16 @@ class Sandbox:
         if not self.gpu and self.cgroup.path is None:
             rl.append(f"--as={lim.memory_bytes}")
         cmd += [shutil.which("prlimit") or "/usr/bin/prlimit", *rl, "--", *argv]
-        return cmd
-
-    def attach(self, pid: int) -> None:
-        """Put a freshly started sandbox process (and so its whole tree) in this sandbox's memory cgroup."""
-        if self.cgroup.procs_file:
-            try:
-                Path(self.cgroup.procs_file).write_text(str(pid))
-            except OSError:
-                pass
+        # the first process writes its pid for the freezer's SIGSTOP fallback and joins the sandbox's cgroups,
+        # then becomes bwrap: every process of the sandbox starts inside them (no window to escape)
+        steps = [f"echo $$ > {shlex.quote(str(self.pidfile))}"]
+        steps += [f"{{ echo $$ > {shlex.quote(f)}; }} 2>/dev/null" for f in self.cgroup.procs_files]
+        return ["/bin/sh", "-c", "; ".join(steps) + '; exec "$@"', "course-sandbox", *cmd]
 
     def close(self) -> None:
+        from grader.gpu_lock import GpuLock
+
+        GpuLock.unregister(self._registered)
         self.cgroup.remove()
         shutil.rmtree(self.staging, ignore_errors=True)
 
