@@ -443,7 +443,7 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
             _save_outputs(out, s, res, protected)
             record = {"sha256": sha256(snapshot[s]), "records": [asdict(r) for r in res.records],
                       "notes": res.notes, "seconds": res.seconds, "run": {**run, **res.meta}}
-            protected.write(record_path(out, s.assignment, s.student), sign_record(record, secret))
+            _write_atomically(record_path(out, s.assignment, s.student), sign_record(record, secret), protected)
         results[s] = _with_notes(res.records, res.notes)
         if on_done:
             on_done(s, results[s])
@@ -485,6 +485,15 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
     if bar is not None:
         bar.close()
     return [r for s in subs for r in results[s]]
+
+
+def _write_atomically(path: Path, data: bytes, protected: Protected) -> None:
+    """A record appears whole or not at all: a grader killed while writing leaves no half record."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    protected.remember(path, data)
 
 
 def pack_folder(root: Path) -> bytes:

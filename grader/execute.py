@@ -234,8 +234,7 @@ class CourseExecute(Execute):
         cell.outputs = []
         if not cell.source.strip():
             return
-        with self._session.gpu_lock.shared():  # the judge's own GPU work too (references); timing upgrades it
-            outcome = run_test_cell(cell.source, self._session.namespace_for(grade_id), grade_id)
+        outcome = run_test_cell(cell.source, self._session.namespace_for(grade_id), grade_id)
         self.code_cells_executed += 1
         cell.execution_count = self.code_cells_executed
         outs = []
@@ -299,9 +298,8 @@ class CourseExecute(Execute):
         from grader.gpu_lock import GpuLock
 
         self._session.gpu_lock = GpuLock.from_env()
-        with self._session.gpu_lock.shared():
-            problems = self._session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
-                                                     graded_functions(source), submitted_kernels(nb))
+        problems = self._session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
+                                                 graded_functions(source), submitted_kernels(nb))
         crashed: list[int] = []
         start = 0
         try:

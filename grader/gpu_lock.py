@@ -1,24 +1,25 @@
 """One GPU shared by several submissions' correctness work, and held alone while a kernel is timed.
 
-Correctness does not need a GPU to itself; timing does. When several submissions are graded at once on
-one GPU, each of them takes the GPU's lock *shared* while its code runs (a student cell, a judge's test
-cell or call) and *exclusive* while the judge times a kernel (:func:`grader.judge_timing.timed_round`),
-so no other submission's work overlaps a timed loop.
+Correctness does not need a GPU to itself; timing does. When several submissions are graded at once on one
+GPU, the judge holds the GPU *exclusively* while it times a kernel (:func:`grader.judge_timing.timed_round`),
+and nothing else of any other submission runs on that GPU meanwhile.
 
-The lock is a pair of ``flock`` files per GPU in a folder of the machine (``COURSE_GPU_LOCK_DIR``; one
-folder per node on a cluster): ``gpu<N>.lock`` is the read-write lock, and ``gpu<N>.gate`` a turnstile
-that a waiting timer holds, so that a stream of shared holders cannot starve it. ``flock`` locks belong to
-open files and vanish with the process that held them: a grader that dies never leaves a GPU locked.
-The folder and files are the grader's: the sandbox never sees them.
+How: every submission graded on the GPU is registered in ``gpu<N>.members/`` (its sandbox and its judge,
+:meth:`GpuLock.register`, done by :class:`grader.sandbox.Sandbox`). The timer takes the lock, *freezes*
+every other registered submission (:mod:`grader.freezer`: the cgroup freezer or SIGSTOP for the sandbox,
+SIGSTOP for its judge), freezes its own sandbox too for a moment while the GPU drains (what the frozen
+ones queued before runs to its end: a background thread of a student's kernel may have launched work that
+outlived its cell), thaws its own sandbox, times, and thaws the others, whatever happens in between.
+Nobody waits for another submission's cell or call to end: correctness work is paused, not drained, so a
+long cell elsewhere never delays a timed loop (and every GPU user of the node behind it).
 
-**Work the lock cannot see.** A submission's process may keep using the GPU outside the cells the grader
-runs (a background thread that goes on launching kernels after its cell returned). So every sandbox on a
-GPU registers itself in ``gpu<N>.members/`` (:meth:`GpuLock.register`), and the holder of the exclusive
-lock *freezes* every other registered sandbox (:mod:`grader.sandbox`: the cgroup freezer, or SIGSTOP of
-its process tree), waits until the GPU has no kernel running (NVML's utilisation counter reads 0), times,
-and thaws them. What it froze is written to ``gpu<N>.frozen``: if the timer dies before it thaws, the next
-process that takes the lock (shared or exclusive) thaws them, so a crashed timer never leaves a sandbox
-stopped.
+The lock itself is a pair of ``flock`` files per GPU in a folder of the machine (``COURSE_GPU_LOCK_DIR``;
+one folder per node on a cluster): ``gpu<N>.lock``, held exclusively by the one timer, and ``gpu<N>.gate``,
+which a timer holds while it waits and times, so that a judge about to start new GPU work waits behind it
+(:meth:`GpuLock.shared`). ``flock`` locks belong to open files and vanish with the process that held them: a
+grader that dies never leaves a GPU locked. What a timer froze is written to ``gpu<N>.frozen``; a watchdog
+process started with the hold thaws it when the hold ends, also when the timer was killed, so a dead timer
+never leaves a submission stopped. The folder is the grader's: no sandbox sees it.
 
 Without ``COURSE_GPU_LOCK_DIR`` every method is a no-op (one submission per GPU).
 """
@@ -37,9 +38,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 LOCK_DIR_ENV = "COURSE_GPU_LOCK_DIR"
-#: The longest wait for the GPU to drain after the other sandboxes were frozen (their queued kernels run
-#: to the end); past it the timer goes on and says so in the log.
-DRAIN_TIMEOUT_S = 20.0
+#: The longest wait for the GPU to drain after the other submissions were frozen (their queued kernels run
+#: to the end); past it the timer goes on and says so in the log (a kernel running for a minute on end).
+DRAIN_TIMEOUT_S = 60.0
 
 
 class GpuLock:
@@ -48,9 +49,9 @@ class GpuLock:
     def __init__(self, folder: Path | None, gpu: str = "0"):
         self.folder = folder
         self.gpu = gpu
-        self._depth = 0             # nested shared holds of this process count once
-        self._exclusive = False     # this process holds the GPU alone: its own shared holds are implied
-        self._rw: int | None = None  # the open lock file of the outermost shared hold
+        self._depth = 0             # nested shared sections of this process count once
+        self._exclusive = False     # this process holds the GPU alone: its own shared sections are implied
+        self._frozen: list[dict] = []  # what the current exclusive hold froze
         #: what the exclusive holds of this process did: [frozen sandboxes, drain ms], for the log and tests
         self.history: list[dict] = []
 
@@ -95,16 +96,14 @@ class GpuLock:
         if path is not None:
             path.unlink(missing_ok=True)
 
-    def _others(self) -> list[dict]:
-        """Registered sandboxes of other, living grading processes (files of dead ones are removed)."""
+    def _members_alive(self) -> list[dict]:
+        """Registered submissions of living grading processes (files of dead ones are removed)."""
         out = []
         for f in sorted(self._members.glob("*.json")) if self._members.is_dir() else []:
             try:
                 member = json.loads(f.read_text())
                 owner = int(member["owner"])
             except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if owner == os.getpid():
                 continue
             if not _alive(owner):
                 f.unlink(missing_ok=True)
@@ -114,106 +113,132 @@ class GpuLock:
 
     # -- freezing --------------------------------------------------------------------------------------
     def _thaw_stale(self) -> None:
-        """Thaw what a timer froze and could not thaw (it died): called by whoever holds the lock next."""
+        """Thaw what a timer froze and could not thaw (it died); only called while holding the lock."""
+        thaw_stale(self._marker)
+
+    def _freeze(self, members: list[dict], judge: bool) -> list[dict]:
+        from grader.freezer import freeze
+
+        frozen: list[dict] = []
         try:
-            stale = json.loads(self._marker.read_text())
-        except (OSError, ValueError):
-            return
-        from grader.sandbox import thaw
-
-        for handle in stale.get("frozen", []):
-            thaw(handle)
-        self._marker.unlink(missing_ok=True)
-
-    def _freeze_others(self) -> list[dict]:
-        from grader.sandbox import freeze
-
-        frozen = []
-        try:
-            for member in self._others():
-                handle = freeze(member)
+            for member in members:
+                handle = freeze(member, judge=judge)
                 if handle is not None:
                     frozen.append(handle)
                     # written after each one: a timer killed half-way leaves a complete list to thaw
-                    self._marker.write_text(json.dumps({"by": os.getpid(), "frozen": frozen}))
+                    self._marker.write_text(json.dumps({"by": os.getpid(), "frozen": self._frozen + frozen}))
         except BaseException:
-            self._thaw(frozen)
+            _thaw_all(frozen)
             raise
         return frozen
-
-    def _thaw(self, frozen: list[dict]) -> None:
-        from grader.sandbox import thaw
-
-        for handle in frozen:
-            thaw(handle)
-        self._marker.unlink(missing_ok=True)
 
     # -- the two holds ---------------------------------------------------------------------------------
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
-        """Held while a submission's code (or its judge) may use the GPU for correctness work."""
-        if self.folder is None or self._depth or self._exclusive:
-            self._depth += 1
+        """Marks a judge's correctness work on the GPU (a student cell, a call): it waits behind a timer that
+        holds or waits for the GPU, and is never waited for (the timer freezes it instead)."""
+        if self.folder is not None and not self._depth and not self._exclusive:
+            gate = self._open("gate")
             try:
-                yield
+                fcntl.flock(gate, fcntl.LOCK_EX)
+                fcntl.flock(gate, fcntl.LOCK_UN)
             finally:
-                self._depth -= 1
-            return
-        gate, rw = self._open("gate"), self._open("lock")
+                os.close(gate)
+        self._depth += 1
         try:
-            fcntl.flock(gate, fcntl.LOCK_EX)      # wait behind a timer that is waiting
-            fcntl.flock(rw, fcntl.LOCK_SH)
-            fcntl.flock(gate, fcntl.LOCK_UN)
-            self._thaw_stale()
-            self._rw = rw
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-                self._rw = None
+            yield
         finally:
-            os.close(rw)                          # closing releases the flock
-            os.close(gate)
+            self._depth -= 1
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Held while the judge times a kernel: no other submission's work runs on this GPU meanwhile.
-
-        Every other sandbox registered on this GPU is frozen and the GPU drained before the body runs, and
-        thawed after it, whatever happens in it. Called inside this process's own shared hold (a judge's test
-        cell that times), the shared hold is given up for the exclusive one and taken again afterwards."""
+        """Held while the judge times a kernel: every other submission on this GPU is frozen, and the GPU has
+        drained, before the body runs; they are thawed after it, whatever happens in it."""
         if self.folder is None or self._exclusive:
             yield
             return
-        upgraded = self._rw
-        if upgraded is not None:
-            fcntl.flock(upgraded, fcntl.LOCK_UN)  # two holds of one process on one file would deadlock
         gate, rw = self._open("gate"), self._open("lock")
+        watchdog = None
         try:
-            fcntl.flock(gate, fcntl.LOCK_EX)      # new shared holders now wait at the gate
-            fcntl.flock(rw, fcntl.LOCK_EX)        # ... and the ones inside finish their cell or call
+            fcntl.flock(gate, fcntl.LOCK_EX)      # new correctness work now waits behind this timer
+            fcntl.flock(rw, fcntl.LOCK_EX)        # ... and so does the next timer
             self._exclusive = True
             self._thaw_stale()
-            frozen: list[dict] = []
+            self._frozen = []
             try:
-                frozen = self._freeze_others()
-                entry = {"frozen": [h.get("name", "?") + ":" + h["mode"] for h in frozen], "drain_ms": 0.0}
-                if frozen:
-                    entry["drain_ms"] = drain(self.gpu)
-                    print(f"course-gpu-lock: GPU {self.gpu}: froze {len(frozen)} other sandbox(es) "
-                          f"({', '.join(entry['frozen'])}), GPU drained in {entry['drain_ms']:.0f} ms",
+                members = self._members_alive()
+                others = [m for m in members if int(m["owner"]) != os.getpid()]
+                mine = [m for m in members if int(m["owner"]) == os.getpid()]
+                if others:
+                    watchdog = _start_watchdog(self.folder, self.gpu)
+                self._frozen = self._freeze(others, judge=True)
+                entry = {"frozen": [f"{h['name']}:{h['mode']}" for h in self._frozen], "drain_ms": 0.0}
+                if self._frozen:
+                    own = self._freeze(mine, judge=False)  # its own queued work must drain too ...
+                    try:
+                        entry["drain_ms"] = drain(self.gpu)
+                    finally:
+                        _thaw_all(own)                     # ... but it runs the timed loop
+                    print(f"course-gpu-lock: GPU {self.gpu}: froze {len(self._frozen)} other submission(s) "
+                          f"({', '.join(entry['frozen'])}); GPU drained in {entry['drain_ms']:.0f} ms",
                           file=sys.stderr, flush=True)
                 self.history.append(entry)
                 yield
             finally:
-                self._thaw(frozen)
+                _thaw_all(self._frozen)
+                self._frozen = []
+                self._marker.unlink(missing_ok=True)
                 self._exclusive = False
         finally:
             os.close(rw)
-            if upgraded is not None:              # back to this process's shared hold, behind waiting timers
-                fcntl.flock(upgraded, fcntl.LOCK_SH)
             os.close(gate)
+            if watchdog is not None:  # it takes the lock once this hold is over, finds nothing, and exits
+                _reap_later(watchdog)
+
+
+def thaw_stale(marker: Path) -> None:
+    """Thaw everything listed in a ``gpu<N>.frozen`` file and remove it."""
+    try:
+        stale = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return
+    _thaw_all(stale.get("frozen", []))
+    marker.unlink(missing_ok=True)
+
+
+def _thaw_all(handles: list[dict]) -> None:
+    from grader.freezer import thaw
+
+    for handle in handles:
+        thaw(handle)
+
+
+_WATCHDOG = """
+import fcntl, os, sys
+sys.path[:0] = [p for p in os.environ.get("COURSE_GPU_LOCK_PATH", "").split(os.pathsep) if p]
+from pathlib import Path
+from grader.gpu_lock import thaw_stale
+folder, gpu = Path(sys.argv[1]), sys.argv[2]
+fd = os.open(folder / f"gpu{gpu}.lock", os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_SH)   # once the timer's hold is over: it ended, or its process died
+thaw_stale(folder / f"gpu{gpu}.frozen")
+"""
+
+
+def _start_watchdog(folder: Path, gpu: str):
+    """A process that thaws what this hold froze if this process dies holding it (it outlives us)."""
+    import subprocess
+
+    here = str(Path(__file__).resolve().parent.parent)
+    return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(folder), gpu], start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "COURSE_GPU_LOCK_PATH": here})
+
+
+def _reap_later(proc) -> None:
+    import threading
+
+    threading.Thread(target=proc.wait, daemon=True).start()
 
 
 def _alive(pid: int) -> bool:

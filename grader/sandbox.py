@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course import REPO_ROOT
+from grader.freezer import _procs, _rmdir, _thaw_cgroup, _write
 
 #: First uid used for sandboxed kernels when the grader runs as root; slot ``i`` runs as ``BASE_UID + i``.
 BASE_UID = 61000
@@ -104,21 +105,6 @@ def _make_cgroup(path: Path) -> Path | None:
         return None
 
 
-def _write(path: Path, value: str) -> bool:
-    try:
-        path.write_text(value)
-        return True
-    except OSError:
-        return False
-
-
-def _procs(folder: Path) -> list[int]:
-    try:
-        return [int(p) for p in (folder / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
 class SandboxCgroups:
     """The cgroups of one sandbox, where the machine lets the grader make them: a memory cap, and a freezer.
 
@@ -182,148 +168,6 @@ class SandboxCgroups:
             _rmdir(folder)
 
 
-def _rmdir(folder: Path) -> None:
-    import time
-
-    for _ in range(50):  # killed tasks leave their cgroup a moment after the signal
-        try:
-            folder.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.02)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Freezing a sandbox while another submission's kernel is timed on the same GPU (grader.gpu_lock)
-# ---------------------------------------------------------------------------------------------------
-
-def _wait_for(check, timeout_s: float = 2.0) -> bool:
-    import time
-
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if check():
-            return True
-        time.sleep(0.005)
-    return check()
-
-
-def _freeze_cgroup(mode: str, folder: Path) -> bool:
-    if mode == "cgroup2":
-        return _write(folder / "cgroup.freeze", "1") and _wait_for(
-            lambda: "frozen 1" in _read(folder / "cgroup.events"))
-    return _write(folder / "freezer.state", "FROZEN") and _wait_for(
-        lambda: _read(folder / "freezer.state").strip() == "FROZEN")
-
-
-def _thaw_cgroup(mode: str, folder: Path) -> None:
-    if mode == "cgroup2":
-        _write(folder / "cgroup.freeze", "0")
-    else:
-        _write(folder / "freezer.state", "THAWED")
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
-def _stat(pid: int) -> tuple[int, str] | None:
-    """(parent pid, start time) of a process, from /proc."""
-    text = _read(Path(f"/proc/{pid}/stat"))
-    if not text:
-        return None
-    fields = text[text.rfind(")") + 2:].split()
-    return int(fields[1]), fields[19]
-
-
-def _descendants(root: int) -> dict[int, str]:
-    """pid -> start time of ``root`` and every process below it."""
-    children: dict[int, list[int]] = {}
-    starts: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            st = _stat(int(entry))
-            if st is not None:
-                children.setdefault(st[0], []).append(int(entry))
-                starts[int(entry)] = st[1]
-    out, todo = {}, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in starts and pid not in out:
-            out[pid] = starts[pid]
-            todo += children.get(pid, [])
-    return out
-
-
-def _stop_tree(root: int) -> list[list]:
-    """SIGSTOP ``root`` and its descendants until no new process appears (a stopped process cannot fork)."""
-    import signal
-
-    stopped: dict[int, str] = {}
-    for _ in range(20):
-        tree = _descendants(root)
-        new = {pid: start for pid, start in tree.items() if pid not in stopped}
-        if not new:
-            break
-        for pid, start in new.items():
-            try:
-                os.kill(pid, signal.SIGSTOP)
-                stopped[pid] = start
-            except (ProcessLookupError, PermissionError):
-                pass
-    return [[pid, start] for pid, start in stopped.items()]
-
-
-def freeze(member: dict) -> dict | None:
-    """Stop every process of a registered sandbox (see :meth:`Sandbox.member`); returns what :func:`thaw`
-    needs, or None when the sandbox has no process left."""
-    name = str(member.get("name", "?"))
-    for key in ("cgroup2", "cgroup1"):
-        folder = member.get(key)
-        if folder and _procs(Path(folder)):
-            if _freeze_cgroup(key, Path(folder)):
-                return {"name": name, "mode": key, "path": folder}
-            _thaw_cgroup(key, Path(folder))  # could not freeze it whole: stop its processes instead
-    root = _root_pid(member)
-    if root is None:
-        return None
-    pids = _stop_tree(root)
-    return {"name": name, "mode": "signal", "pids": pids} if pids else None
-
-
-def thaw(handle: dict) -> None:
-    """Undo :func:`freeze` (a process that ended meanwhile, or whose pid was reused, is left alone)."""
-    import signal
-
-    if handle.get("mode") in ("cgroup2", "cgroup1"):
-        _thaw_cgroup(handle["mode"], Path(handle["path"]))
-        return
-    for pid, start in handle.get("pids", []):
-        st = _stat(int(pid))
-        if st is not None and st[1] == start:
-            try:
-                os.kill(int(pid), signal.SIGCONT)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-
-def _root_pid(member: dict) -> int | None:
-    """The sandbox's first process (bwrap), if it is alive and still the child of the grader that made it."""
-    try:
-        root = int(_read(Path(member["pidfile"])).strip())
-    except (KeyError, ValueError):
-        return None
-    st = _stat(root)
-    if st is None or st[0] != int(member.get("owner", -1)):
-        return None  # gone, or the pid now belongs to another process
-    return root
-
-
 @dataclass
 class Sandbox:
     """One submission's sandbox: a private staging folder, and the command that wraps a kernel in bwrap."""
@@ -364,10 +208,13 @@ class Sandbox:
 
             self._registered = GpuLock.from_env().register(self.name, self.member())
 
-    def member(self) -> dict:
-        """What :func:`freeze` needs to stop this sandbox from another grading process."""
+    def member(self, judge: bool = True) -> dict:
+        """What :func:`grader.freezer.freeze` needs to stop this submission from another grading process: the
+        sandbox (its cgroup, or its process tree), and with ``judge`` the grading process that made it (this
+        one, where the judge runs: its own GPU work, references and comparisons, stops too)."""
         mode = self.cgroup.freezer
         return {"name": self.name, "pidfile": str(self.pidfile), "owner": os.getpid(),
+                "judge_pid": os.getpid() if judge else None,
                 "cgroup2": str(mode[1]) if mode and mode[0] == "cgroup2" else None,
                 "cgroup1": str(mode[1]) if mode and mode[0] == "cgroup1" else None}
 

@@ -83,3 +83,26 @@ def test_command_line_contract(tmp_path):
     report = subprocess.run([sys.executable, "-m", "grader", "report", str(out), "--csv", str(tmp_path / "t.csv")],
                             capture_output=True, text=True, cwd=ROOT)
     assert report.returncode == 0 and "ada_correct" in report.stdout and (tmp_path / "t.csv").exists()
+
+
+def test_a_thread_left_launching_kernels_costs_nothing_to_others(tmp_path):
+    """tests/safety/03_vector_add/yan_background_gpu_thread: its cell returns with a thread still launching its
+    kernel. It earns its correctness points, its thread does not outlive its sandbox, and the honest student
+    graded beside it keeps every point. (On a GPU shared by several submissions the same case checks that
+    its queued work never overlaps another's timed loop: results/gpu_class_throughput.py.)"""
+    from tests.safety.transforms import SAFETY_ANSWERS
+
+    build_submissions("03_vector_add", tmp_path / "built", root=SAFETY_ANSWERS)
+    build_submissions("03_vector_add", tmp_path / "built")
+    submitted = tmp_path / "submitted"
+    for student in ("yan_background_gpu_thread", "ada_correct"):
+        (submitted / student).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "built" / student).rename(submitted / student)
+    records = grade_all(find_submissions(submitted, "03_vector_add"), tmp_path / "out", workers=2, feedback=False)
+    for r in records:
+        if r.grade_id == "test_add_bandwidth":
+            assert r.status == "not_graded", r
+        else:
+            assert r.status == "passed" and r.points == r.max_points, r
+    left = subprocess.run(["pgrep", "-f", "background-gpu-work"], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
