@@ -139,11 +139,13 @@ def scenario():
         # the cluster: a head on 127.0.0.1, CPU only, dashboard off
         port = _free_port()
         env = _cluster_env(worker_tmp)
-        start = subprocess.run([str(RAY), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                                "--num-cpus", "4", "--memory", str(16 << 30), "--object-store-memory", str(100 << 20),
-                                "--include-dashboard=false", "--disable-usage-stats", "--temp-dir", temp_dir],
-                               env=env, capture_output=True, text=True, timeout=180)
-        assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]
+        with open(root / "ray-start.log", "w") as log:  # a file, not a pipe: the daemons it starts keep it open
+            start = subprocess.run([str(RAY), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+                                    "--num-cpus", "4", "--memory", str(16 << 30), "--object-store-memory",
+                                    str(100 << 20), "--include-dashboard=false", "--disable-usage-stats",
+                                    "--temp-dir", temp_dir], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, timeout=400)
+        assert start.returncode == 0, (root / "ray-start.log").read_text()[-3000:]
         address = f"127.0.0.1:{port}"
         facts["listening"] = sorted({c.laddr.ip for p in _cluster_processes(temp_dir)
                                      for c in _connections(p) if c.status == psutil.CONN_LISTEN})
