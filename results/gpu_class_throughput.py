@@ -80,15 +80,25 @@ def build_class(part: str, work: Path, copies: int, students: int) -> tuple[list
     return subs, honest, others
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _agent_ports() -> list[str]:
+    """Fixed ports for the node's agents (the raylet gives agents that pick their own ports only 15 s)."""
+    return ["--dashboard-agent-grpc-port", str(_free_port()), "--dashboard-agent-listen-port", str(_free_port()),
+            "--metrics-export-port", str(_free_port()), "--runtime-env-agent-port", str(_free_port())]
+
+
 class LocalRay:
     """A Ray head on 127.0.0.1 for this run, stopped (its own processes, by id) at the end."""
 
     def __init__(self, work: Path, gpus: int):
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = _free_port()
         self.temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
         self.env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_raylet_start_wait_time_s": "300",
                     "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
@@ -98,7 +108,7 @@ class LocalRay:
         with open(work / "ray-start.log", "w") as log:
             subprocess.run([ray_cli, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
                             "--num-cpus", str(os.cpu_count()), "--num-gpus", str(gpus), "--include-dashboard=false",
-                            "--disable-usage-stats", "--temp-dir", self.temp], env=self.env, stdout=log,
+                            "--disable-usage-stats", "--temp-dir", self.temp, *_agent_ports()], env=self.env, stdout=log,
                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=True, timeout=400)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # the driver (this process) is on 127.0.0.1 too
         self.address = f"127.0.0.1:{port}"
@@ -128,10 +138,11 @@ class LocalRay:
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
-def _lock_lines(log: str) -> list[tuple[int, float]]:
-    """(submissions frozen, drain ms) of every timed loop that froze others, from an autograde log."""
-    return [(int(m.group(1)), float(m.group(2))) for m in
-            re.finditer(r"course-gpu-lock: GPU \S+: froze (\d+) other submission\(s\) .*?drained in (\d+) ms", log)]
+def _lock_lines(log: str) -> list[tuple[int, float | None]]:
+    """(submissions frozen, drain ms or None when NVML could not tell) of every timed loop that froze others."""
+    return [(int(m.group(1)), float(m.group(2)) if m.group(2) else None) for m in
+            re.finditer(r"course-gpu-lock: GPU \S+: froze (\d+) other submission\(s\) .*?; GPU "
+                        r"(?:drained in (\d+) ms|not checked)", log)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                                for r in meta.get("timing", [])]
             if log.is_file():
                 lock += _lock_lines(log.read_text())
+        drains = [d for _, d in lock if d is not None]
         per_unit = students if args.part == "course" else n
         steady = (wall - first) if first is not None and len(done) == n else None
         record = {
@@ -230,8 +242,9 @@ def main(argv: list[str] | None = None) -> int:
             "timed_rounds": timing,
             "gpu_lock": {"timed_loops_that_froze_others": len(lock),
                          "submissions_frozen_median": statistics.median([f for f, _ in lock]) if lock else None,
-                         "drain_ms_median": statistics.median([d for _, d in lock]) if lock else None,
-                         "drain_ms_max": max((d for _, d in lock), default=None)},
+                         "drain_ms_median": statistics.median(drains) if drains else None,
+                         "drain_ms_max": max(drains, default=None),
+                         "drain_not_checked": sum(d is None for _, d in lock)},
             "run": next(iter(recs.values()))["run"] if recs else {},
         }
         if args.part == "course":

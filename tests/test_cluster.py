@@ -48,13 +48,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _agent_ports() -> list[str]:
+    """Fixed ports for the node's agents: with ports of their choosing, the raylet waits a fixed 15 s for them
+    to write their port files, and on a busy machine their start takes longer (the raylet then aborts)."""
+    return ["--dashboard-agent-grpc-port", str(_free_port()), "--dashboard-agent-listen-port", str(_free_port()),
+            "--metrics-export-port", str(_free_port()), "--runtime-env-agent-port", str(_free_port())]
+
+
 def _cluster_env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(TMPDIR=str(tmp), PYTHONPATH=str(ROOT),
                # Ray binds every port to the node's address; on Linux it turns 127.0.0.1 into the machine's
                # network address unless told this is a one-machine cluster
                RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
-               RAY_raylet_start_wait_time_s="300")  # a busy 2-core CI machine starts a raylet slowly
+               # a busy 2-core CI machine starts a raylet, and its agents, slowly
+               RAY_raylet_start_wait_time_s="300")
     env.pop("COURSE_GPU_LOCK_DIR", None)
     return env
 
@@ -143,8 +151,8 @@ def scenario():
             start = subprocess.run([str(RAY), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
                                     "--num-cpus", "4", "--memory", str(16 << 30), "--object-store-memory",
                                     str(100 << 20), "--include-dashboard=false", "--disable-usage-stats",
-                                    "--temp-dir", temp_dir], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, timeout=400)
+                                    "--temp-dir", temp_dir, *_agent_ports()], env=env, stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=400)
         assert start.returncode == 0, (root / "ray-start.log").read_text()[-3000:]
         address = f"127.0.0.1:{port}"
         facts["listening"] = sorted({c.laddr.ip for p in _cluster_processes(temp_dir)
