@@ -127,7 +127,8 @@ def worker_info() -> dict[str, str]:
     try:
         import ray
 
-        info["ray_node"] = ray.get_runtime_context().get_node_id()[:16]
+        if ray.is_initialized():  # in a Ray task (asking outside one would start a local Ray)
+            info["ray_node"] = ray.get_runtime_context().get_node_id()[:16]
     except Exception:
         pass
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()

@@ -80,7 +80,7 @@ class GpuLock:
 
     # -- registry of sandboxes on this GPU -------------------------------------------------------------
     def register(self, name: str, member: dict) -> Path | None:
-        """Announce a sandbox on this GPU (``member``: what :func:`grader.sandbox.freeze` needs); returns the
+        """Announce a submission on this GPU (``member``: what :func:`grader.freezer.freeze` needs); returns the
         file to remove with :meth:`unregister`, or None when there is no lock folder."""
         if self.folder is None:
             return None
@@ -179,9 +179,10 @@ class GpuLock:
                         entry["drain_ms"] = drain(self.gpu)
                     finally:
                         _thaw_all(own)                     # ... but it runs the timed loop
+                    drained = ("not checked (no NVML)" if entry["drain_ms"] is None
+                               else f"drained in {entry['drain_ms']:.0f} ms")
                     print(f"course-gpu-lock: GPU {self.gpu}: froze {len(self._frozen)} other submission(s) "
-                          f"({', '.join(entry['frozen'])}); GPU drained in {entry['drain_ms']:.0f} ms",
-                          file=sys.stderr, flush=True)
+                          f"({', '.join(entry['frozen'])}); GPU {drained}", file=sys.stderr, flush=True)
                 self.history.append(entry)
                 yield
             finally:
@@ -292,19 +293,21 @@ def utilization(gpu: str) -> int | None:
     return int(util.gpu)
 
 
-def drain(gpu: str, timeout_s: float = DRAIN_TIMEOUT_S) -> float:
-    """Wait until no kernel has run on the GPU for one NVML sample period; milliseconds waited.
+def drain(gpu: str, timeout_s: float = DRAIN_TIMEOUT_S) -> float | None:
+    """Wait until no kernel has run on the GPU for one NVML sample period; milliseconds waited, or None when
+    NVML cannot tell (no GPU, no driver library): then nothing is waited for, and the log says so.
 
-    The frozen sandboxes cannot queue more work, but what they queued before runs to its end; a timed loop
-    that started meanwhile would share the GPU with it. No NVML (no GPU): nothing to wait for."""
+    The frozen submissions cannot queue more work, but what they queued before runs to its end; a timed loop
+    that started meanwhile would share the GPU with it."""
     t0 = time.perf_counter()
+    if utilization(gpu) is None:
+        return None
     while time.perf_counter() - t0 < timeout_s:
-        busy = utilization(gpu)
-        if not busy:  # 0, or None without NVML
+        if utilization(gpu) == 0:
             break
         time.sleep(0.01)
     else:
-        print(f"course-gpu-lock: GPU {gpu} still busy after {timeout_s:.0f} s with the other sandboxes frozen; "
+        print(f"course-gpu-lock: GPU {gpu} still busy after {timeout_s:.0f} s with the other submissions frozen; "
               "timing anyway", file=sys.stderr, flush=True)
     return (time.perf_counter() - t0) * 1e3
 

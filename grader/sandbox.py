@@ -15,8 +15,11 @@ A submission runs as a Jupyter kernel inside ``bwrap``. What the kernel sees is 
 When the grader runs as root, the kernel runs as an unprivileged user of its own (one uid per concurrent
 sandbox, so that process limits are not shared), with no capabilities and ``no_new_privs``. Limits are set
 with ``prlimit`` (processes, file size, open files, CPU seconds; address space on a machine without a GPU,
-where it does not break CUDA's large reservations) and, where the machine lets the grader create one, a
-memory cgroup per sandbox. :func:`probe` tells whether a sandbox can be made here, and why not.
+where it does not break CUDA's large reservations) and, where the machine lets the grader create them, a
+memory cgroup and a freezer cgroup per sandbox (:class:`SandboxCgroups`), which its first process joins
+before it becomes bwrap. On a GPU shared by several submissions the sandbox registers itself with the GPU's
+lock, so that another submission's timed loop can freeze it (:mod:`grader.gpu_lock`, :mod:`grader.freezer`).
+:func:`unavailable_reason` tells whether a sandbox can be made here, and why not.
 """
 
 from __future__ import annotations
