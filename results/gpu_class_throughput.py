@@ -1,8 +1,8 @@
 """Class throughput on one GPU with several submissions per GPU: sandboxed, every check kept, and recorded.
 
     python results/gpu_class_throughput.py 03      [--copies 24] [--workers 8] [--ray] [--feedback]
-    python results/gpu_class_throughput.py 09      [--copies 20] [--workers 8] [--ray]
-    python results/gpu_class_throughput.py course  [--students 3] [--workers 8] [--ray]
+    python results/gpu_class_throughput.py 09      [--copies 20] [--workers 10] [--ray]
+    python results/gpu_class_throughput.py course  [--students 3] [--workers 9] [--ray]
     python results/gpu_class_throughput.py 03 --dry-run          (no GPU: 2 copies, the interpreter, a check)
 
 Each part is one run of :func:`grader.autograde.grade_all`, exactly as ``python -m grader autograde`` grades
@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("part", choices=["03", "09", "course"])
     p.add_argument("--copies", type=int, default=None, help="honest copies (03: 24, 09: 20)")
     p.add_argument("--students", type=int, default=3, help="course: students handing in every chapter")
-    p.add_argument("--workers", type=int, default=8, help="submissions at once per GPU")
+    p.add_argument("--workers", type=int, default=None,
+                   help="submissions at once per GPU (03: 8, 09: 10, course: 9: whole waves, under 9 minutes)")
     p.add_argument("--ray", action="store_true", help="grade through a Ray head started on 127.0.0.1")
     p.add_argument("--feedback", action="store_true", help="also generate each student's feedback page")
     p.add_argument("--name", help="JSON name suffix (default: the part, _ray with --ray)")
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         print("this measures grading on a GPU: it needs a CUDA GPU (or --dry-run)", file=sys.stderr)
         return 2
     copies = args.copies or (2 if args.dry_run else {"03": 24, "09": 20, "course": 0}[args.part])
+    args.workers = args.workers or {"03": 8, "09": 10, "course": 9}[args.part]
     students = 1 if args.dry_run and args.part == "course" else args.students
     work = Path(tempfile.mkdtemp(prefix="gpu-throughput-"))
     subs, honest, others = build_class(args.part, work, copies, students)
