@@ -101,6 +101,7 @@ class LocalRay:
         port = _free_port()
         self.temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
         self.env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_raylet_start_wait_time_s": "300",
+                    "RAY_task_oom_retries": "2",
                     "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
         ray_cli = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
         if ray_cli is None:

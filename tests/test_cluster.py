@@ -62,7 +62,7 @@ def _cluster_env(tmp: Path) -> dict[str, str]:
                # network address unless told this is a one-machine cluster
                RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
                # a busy 2-core CI machine starts a raylet, and its agents, slowly
-               RAY_raylet_start_wait_time_s="300")
+               RAY_raylet_start_wait_time_s="300", RAY_task_oom_retries="2")
     env.pop("COURSE_GPU_LOCK_DIR", None)
     return env
 
