@@ -5,8 +5,10 @@
                                                      unpack an LMS download into SUBMITTED/<student>/<ID>/
     python -m grader autograde SUBMITTED --assignment ID [--student S] [--workers N] --out DIR
                               [--force] [--timeout S] [--cell-timeout S] [--no-feedback] [--no-progress]
-                              [--unsandboxed]
+                              [--unsandboxed] [--ray ADDRESS [--per-gpu K] [--cpus-per-job C]
+                              [--memory-per-job GB]]
                                                      grade: DIR/grades.json, grades.csv, feedback/, records/
+                                                     (--ray: on a running Ray cluster; see docs/scale.md)
     python -m grader report DIR [DIR ...] [--csv FILE] [--html FILE]
                                                      every student's totals over several runs; --html: the
                                                      instructor's page (pass rates, points, speed, flags)
@@ -51,11 +53,16 @@ def _grade(subs: list[Submission], out: Path, workers: int, args: argparse.Names
         opts = dict(force=args.force, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout,
                     feedback=not args.no_feedback, progress=not args.no_progress,
                     sandboxed=not args.unsandboxed)
+        if getattr(args, "ray", None):
+            from grader.cluster import JobResources
+
+            opts.update(ray_address=args.ray, resources=JobResources(
+                cpus=args.cpus_per_job, per_gpu=args.per_gpu, memory_gb=args.memory_per_job))
     start = time.perf_counter()
     records = grade_all(subs, out, workers=workers, on_done=_progress(len(subs)), **opts)
     wall = time.perf_counter() - start
-    print(f"graded {len(subs)} submission(s) in {wall:.0f} s ({wall / max(1, len(subs)):.1f} s each, "
-          f"{workers} worker(s))")
+    where = f"on the Ray cluster at {args.ray}" if getattr(args, "ray", None) else f"{workers} worker(s)"
+    print(f"graded {len(subs)} submission(s) in {wall:.0f} s ({wall / max(1, len(subs)):.1f} s each, {where})")
     write_json(records, out / "grades.json")
     write_csv(records, out / "grades.csv")
     print(summary_table(records))
@@ -82,11 +89,12 @@ def cmd_autograde(args: argparse.Namespace) -> int:
     if not subs:
         print(f"no submissions for {args.assignment} under {args.submitted}", file=sys.stderr)
         return 2
+    from grader.cluster import ClusterError
     from grader.sandbox import SandboxUnavailable
 
     try:
         _grade(subs, Path(args.out), args.workers, args)
-    except SandboxUnavailable as exc:
+    except (SandboxUnavailable, ClusterError) as exc:
         print(exc, file=sys.stderr)
         return 2
     return 0
@@ -171,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("submitted")
     a.add_argument("--assignment", required=True)
     a.add_argument("--student")
-    a.add_argument("--workers", type=int, default=1)
+    a.add_argument("--workers", type=int, default=1,
+                   help="submissions graded at once on this machine; above the number of GPUs, several share "
+                        "each GPU (correctness shared, timing alone)")
     a.add_argument("--out", required=True)
     a.add_argument("--force", action="store_true", help="re-grade submissions already graded in DIR")
     a.add_argument("--timeout", type=float, default=SUBMISSION_TIMEOUT_S, help="seconds per submission")
@@ -181,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--unsandboxed", action="store_true",
                    help="grade without the bubblewrap sandbox (student code runs with your permissions; every "
                         "record says so)")
+    a.add_argument("--ray", metavar="ADDRESS",
+                   help="grade on a running Ray cluster (what ray.init takes: HOST:PORT of its head); --workers "
+                        "is then ignored, the cluster's resources decide")
+    a.add_argument("--per-gpu", type=int, default=4,
+                   help="--ray: submissions sharing one GPU for correctness work (timing holds it alone)")
+    a.add_argument("--cpus-per-job", type=float, default=2.0, help="--ray: CPUs each submission asks for")
+    a.add_argument("--memory-per-job", type=float, default=12.0,
+                   help="--ray: GiB each submission asks for (its sandbox's memory cap is 2 GiB less)")
     a.set_defaults(fn=cmd_autograde)
 
     c = sub.add_parser("collect", help="unpack an LMS zip of notebooks into SUBMITTED/<student>/<assignment>/")

@@ -11,10 +11,11 @@ The flow of one run (:func:`grade_all`):
    every performance check reports ``not_graded``.
 4. **Template.** For each assignment, ``nbgrader generate_assignment`` fills a fresh gradebook in a
    private temporary folder (outside ``DIR``), together with the release's trusted import lines.
-5. **Grade.** Each submission runs as one picklable :class:`GradingJob` through a
-   :class:`concurrent.futures.Executor` (threads by default, one GPU each; a Dask or Ray executor can be
-   passed instead). :func:`run_job` copies the template and *only* the submission's notebook into a
-   fresh workspace, repairs stripped nbgrader metadata from the release, runs real
+5. **Grade.** Each submission runs as one picklable :class:`GradingJob`: in a local thread pool
+   (``workers`` at a time; with more workers than GPUs, several submissions share a GPU under
+   :mod:`grader.gpu_lock`), or on a Ray cluster (:mod:`grader.cluster`: the job carries the notebook, the
+   packed template, the seed and the calibrated bandwidth as data). :func:`run_job` copies the template
+   and *only* the submission's notebook into a fresh workspace, repairs stripped nbgrader metadata from the release, runs real
    ``nbgrader autograde`` in a child process under a wall-clock limit (with
    :class:`grader.execute.CourseExecute`: trusted state, kernel-death recovery, output cap), reads the
    points from the autograded notebook, cross-checks them with the gradebook, and generates the
@@ -31,10 +32,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
 
@@ -50,12 +52,17 @@ from grader.judge import Seed
 from grader.results import GradeRecord
 from triton_course.grading import NOT_GRADED
 
+if TYPE_CHECKING:
+    from grader.cluster import JobResources
+
 #: Wall-clock limit for one submission (all its cells together), seconds.
 SUBMISSION_TIMEOUT_S = 30 * 60
 #: A kernel that never answered its first message is the machine's fault, not the submission's: try
 #: again. The evidence is a file the grader's own process writes when the kernel first answers (before
 #: any student code runs), never text that the student's code could print.
 KERNEL_START_RETRIES = 2
+#: GPU indices as NVML and nvidia-smi number them (PCI order), in calibration, jobs and the GPU lock alike.
+GPU_ORDER = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 @dataclass(frozen=True)
@@ -339,7 +346,7 @@ def calibrate_gpus() -> list[str]:
             "for i in range(torch.cuda.device_count()):\n"
             "    torch.cuda.set_device(i); copy_bandwidth.cache_clear(); print('GBPS', copy_bandwidth())\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, env={**os.environ, **GPU_ORDER})
     if proc.returncode != 0:
         return []
     return [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("GBPS ")]
@@ -367,15 +374,19 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
               on_done: Callable[[Submission, list[GradeRecord]], None] | None = None,
               executor: Executor | None = None, force: bool = False, feedback: bool = True,
               timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: float | None = None,
-              progress: bool = False, sandboxed: bool = True) -> list[GradeRecord]:
-    """Grade every submission (``workers`` at a time) and return the records in submission order.
+              progress: bool = False, sandboxed: bool = True, ray_address: str | None = None,
+              resources: "JobResources | None" = None) -> list[GradeRecord]:
+    """Grade every submission and return the records in submission order.
 
-    ``executor``: any :class:`concurrent.futures.Executor` (for a cluster: Dask's ``client.get_executor()``
-    or Ray's); by default a thread pool of ``workers`` threads, each bound to its own GPU if there are
-    several. Already graded submissions (same notebook bytes) are skipped unless ``force``.
+    Where the jobs run: ``ray_address`` set, on that Ray cluster (:mod:`grader.cluster`; ``resources`` is what
+    each job asks for); else ``executor``, any :class:`concurrent.futures.Executor` whose workers see this
+    machine's files; else a thread pool of ``workers`` threads. With more workers than GPUs, several
+    submissions share each GPU: correctness work shared, every timed loop alone (:mod:`grader.gpu_lock`).
+    Already graded submissions (same notebook bytes, a record the grader signed) are skipped unless
+    ``force``; each result is recorded as it comes back, so an interrupted run resumes where it stopped.
     """
     subs = list(subs)
-    if sandboxed:
+    if sandboxed and ray_address is None:  # on a cluster each worker checks its own node
         from grader.sandbox import SandboxUnavailable, unavailable_reason
 
         reason = unavailable_reason()
@@ -414,96 +425,158 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
     if progress:
         try:
             from tqdm import tqdm
-            bar = tqdm(total=len(subs), initial=len(subs) - len(todo), unit="submission", file=sys.stderr)
+            bar = tqdm(total=len(subs), initial=len(subs) - len(todo), unit="submission", file=sys.stderr,
+                       dynamic_ncols=True, smoothing=0.1)
         except ImportError:  # tqdm is in the grader's extras; without it the per-submission lines remain
             bar = None
     for s in subs:
         if s in results and on_done and s not in todo:
             on_done(s, results[s])
 
+    def finish(s: Submission, res: JobResult, keep: bool = True) -> None:
+        """One result is back: check the protected files, record it (signed), report it."""
+        changed = protected.verify()
+        if changed:
+            res.notes.append("a notebook graded at the same time as this one changed files outside its "
+                             f"workspace ({', '.join(changed[:3])}); the grader put them back")
+        if keep:  # a failure of the grader or of the machine is not recorded: a rerun grades it again
+            _save_outputs(out, s, res, protected)
+            from grader.report import performance_of  # speed figures, kept for `grader report`
+
+            record = {"sha256": sha256(snapshot[s]), "records": [asdict(r) for r in res.records],
+                      "notes": res.notes, "seconds": res.seconds, "run": {**run, **res.meta},
+                      "performance": performance_of(res.autograded)}
+            _write_atomically(record_path(out, s.assignment, s.student), sign_record(record, secret), protected)
+        results[s] = _with_notes(res.records, res.notes)
+        if on_done:
+            on_done(s, results[s])
+        if bar is not None:
+            pts = sum(r.points for r in res.records)
+            bar.set_postfix_str(f"{s.student}: {pts:g}")
+            bar.update(1)
+
     if todo:
-        env = dict(os.environ)
-        env.pop("COURSE_COPY_GBPS", None)
-        gbps = calibrate_gpus()
-        if gbps and executor is None and workers > len(gbps):
-            # two submissions timing kernels on one GPU would slow each other down: one worker per GPU
-            print(f"{workers} workers requested, {len(gbps)} GPU(s): using {len(gbps)} so that no two "
-                  "submissions share a GPU while their kernels are timed", file=sys.stderr)
-            workers = len(gbps)
-        slots = _gpu_slots(max(1, workers), gbps) if executor is None else None
-        sandbox_slots: queue.Queue = queue.Queue()
-        for w in range(max(1, workers)):
-            sandbox_slots.put(w)
-        if gbps and executor is not None:
-            env["COURSE_COPY_GBPS"] = gbps[0]
         private = Path(tempfile.mkdtemp(prefix="course-grading-"))
         try:
             templates = {a: GradingTemplate(private / "templates" / a, a) for a in sorted({s.assignment for s in todo})}
-            for t in templates.values():  # shared by every submission: a notebook must not change them
-                for f in t.root.rglob("*"):
-                    if f.is_file():
-                        protected.remember(f, f.read_bytes())
 
-            def job_for(s: Submission) -> GradingJob:
-                return GradingJob(s.student, s.assignment, snapshot[s], str(templates[s.assignment].root),
+            def job_for(s: Submission, template: str, env: dict[str, str]) -> GradingJob:
+                return GradingJob(s.student, s.assignment, snapshot[s], template,
                                   str(private / "work" / s.assignment / s.student),
                                   tuple((c.grade_id, c.points) for c in graded_cells(s.assignment)),
                                   timeout_s, cell_timeout_s, env, feedback,
                                   seed_hex=submission_seed(secret, s.assignment, s.student), sandboxed=sandboxed)
 
-            def local(job: GradingJob) -> JobResult:
-                slot = sandbox_slots.get()
-                try:
-                    job = replace(job, slot=slot)
-                    if slots is None:
-                        return run_job(job)
-                    gpu, bw = slots.get()
-                    visible = [d for d in job.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-                    device = visible[gpu] if gpu < len(visible) else str(gpu)
-                    try:
-                        return run_job(replace(job, env={**job.env, "CUDA_VISIBLE_DEVICES": device,
-                                                         "COURSE_COPY_GBPS": bw}))
-                    finally:
-                        slots.put((gpu, bw))
-                finally:
-                    sandbox_slots.put(slot)
+            if ray_address is not None:
+                from grader.cluster import grade_on_ray
 
-            pool = executor or ThreadPoolExecutor(max_workers=max(1, workers))
-            try:
-                futures: dict[Future, Submission] = {}
-                for s in todo:
-                    futures[pool.submit(local if executor is None else run_job, job_for(s))] = s
-                for fut in as_completed(futures):
-                    s = futures[fut]
-                    try:
-                        res = fut.result()
-                    except Exception as exc:  # a failure of the grader itself: report it, go on
-                        res = _all(job_for(s), "error", f"the grader failed on this submission: {exc!r}"[:1000])
-                    changed = protected.verify()
-                    if changed:
-                        res.notes.append("a notebook graded at the same time as this one changed files outside its "
-                                         f"workspace ({', '.join(changed[:3])}); the grader put them back")
-                    _save_outputs(out, s, res, protected)
-                    from grader.report import performance_of  # speed figures, kept for `grader report`
-                    record = {"sha256": sha256(snapshot[s]), "records": [asdict(r) for r in res.records],
-                              "notes": res.notes, "seconds": res.seconds, "run": {**run, **res.meta},
-                              "performance": performance_of(res.autograded)}
-                    protected.write(record_path(out, s.assignment, s.student), sign_record(record, secret))
-                    results[s] = _with_notes(res.records, res.notes)
-                    if on_done:
-                        on_done(s, results[s])
-                    if bar is not None:
-                        pts = sum(r.points for r in res.records)
-                        bar.set_postfix_str(f"{s.student}: {pts:g}")
-                        bar.update(1)
-            finally:
-                if executor is None:
-                    pool.shutdown(wait=True)
+                packed = {a: pack_folder(t.root) for a, t in templates.items()}
+                shutil.rmtree(private / "templates")  # the jobs carry them: nothing of this machine's disk is read
+                jobs = {s: job_for(s, "", {}) for s in todo}
+                for s, res, keep in grade_on_ray(ray_address, jobs, packed, resources):
+                    finish(s, res, keep)
+            else:
+                for t in templates.values():  # shared by every submission: a notebook must not change them
+                    for f in t.root.rglob("*"):
+                        if f.is_file():
+                            protected.remember(f, f.read_bytes())
+                for s, res, keep in _grade_locally(todo, job_for, {a: str(t.root) for a, t in templates.items()},
+                                                   private, workers, executor):
+                    finish(s, res, keep)
         finally:
             shutil.rmtree(private, ignore_errors=True)
     if bar is not None:
         bar.close()
     return [r for s in subs for r in results[s]]
+
+
+def _write_atomically(path: Path, data: bytes, protected: Protected) -> None:
+    """A record appears whole or not at all: a grader killed while writing leaves no half record."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    protected.remember(path, data)
+
+
+def pack_folder(root: Path) -> bytes:
+    """A folder as the bytes of a gzipped tar (a grading template, sent to cluster workers as data)."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=3) as tar:
+        tar.add(root, arcname=".")
+    return buf.getvalue()
+
+
+def unpack_folder(data: bytes, dest: Path) -> Path:
+    """Undo :func:`pack_folder` into ``dest`` (only plain files and folders, nothing outside ``dest``)."""
+    import io
+    import tarfile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def _grade_locally(todo: list[Submission], job_for: Callable[[Submission, str, dict[str, str]], GradingJob],
+                   templates: dict[str, str], private: Path, workers: int,
+                   executor: Executor | None) -> Iterator[tuple[Submission, JobResult, bool]]:
+    """Grade on this machine: a thread pool (each worker bound to a GPU, several per GPU when there are more
+    workers than GPUs), or the caller's executor. Yields (submission, result, keep) as results come back."""
+    env = {**os.environ, **GPU_ORDER}
+    env.pop("COURSE_COPY_GBPS", None)
+    gbps = calibrate_gpus()
+    workers = max(1, workers)
+    if gbps and executor is None and workers > len(gbps):
+        # several submissions per GPU: correctness work shares it; a timed loop holds it alone and the other
+        # sandboxes on it are frozen meanwhile (grader.gpu_lock)
+        from grader.gpu_lock import LOCK_DIR_ENV
+
+        env[LOCK_DIR_ENV] = str(private / "gpu-locks")
+        per_gpu = -(-workers // len(gbps))
+        print(f"{workers} workers on {len(gbps)} GPU(s): up to {per_gpu} submissions share a GPU; each timed loop "
+              "holds its GPU alone, with the other submissions on it frozen", file=sys.stderr)
+    slots = _gpu_slots(workers, gbps) if executor is None else None
+    sandbox_slots: queue.Queue = queue.Queue()
+    for w in range(workers):
+        sandbox_slots.put(w)
+    if gbps and executor is not None:
+        env["COURSE_COPY_GBPS"] = gbps[0]
+
+    def local(job: GradingJob) -> JobResult:
+        slot = sandbox_slots.get()
+        try:
+            job = replace(job, slot=slot)
+            if slots is None:
+                return run_job(job)
+            gpu, bw = slots.get()
+            visible = [d for d in job.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+            device = visible[gpu] if gpu < len(visible) else str(gpu)
+            try:
+                return run_job(replace(job, env={**job.env, "CUDA_VISIBLE_DEVICES": device, "COURSE_COPY_GBPS": bw}))
+            finally:
+                slots.put((gpu, bw))
+        finally:
+            sandbox_slots.put(slot)
+
+    pool = executor or ThreadPoolExecutor(max_workers=workers)
+    try:
+        futures: dict[Future, Submission] = {}
+        for s in todo:
+            job = job_for(s, templates[s.assignment], env)
+            futures[pool.submit(local if executor is None else run_job, job)] = s
+        for fut in as_completed(futures):
+            s = futures[fut]
+            try:
+                yield s, fut.result(), True
+            except Exception as exc:  # a failure of the grader itself: report it, go on, grade it again next run
+                yield s, _all(job_for(s, "", {}), "error", f"the grader failed on this submission: {exc!r}"[:1000]), False
+    finally:
+        if executor is None:
+            pool.shutdown(wait=True)
 
 
 def _save_outputs(out: Path, s: Submission, res: JobResult, protected: Protected) -> None:

@@ -1,28 +1,46 @@
 """One GPU shared by several submissions' correctness work, and held alone while a kernel is timed.
 
-Correctness does not need a GPU to itself; timing does. When several submissions are graded at once on
-one GPU, each of them takes the GPU's lock *shared* while its code runs (a student cell, a judge's call)
-and *exclusive* while the judge times a kernel (:func:`grader.judge_timing.timed_round`), so no other
-submission's work overlaps a timed loop.
+Correctness does not need a GPU to itself; timing does. When several submissions are graded at once on one
+GPU, the judge holds the GPU *exclusively* while it times a kernel (:func:`grader.judge_timing.timed_round`),
+and nothing else of any other submission runs on that GPU meanwhile.
 
-The lock is a pair of ``flock`` files per GPU in a folder of the machine (``COURSE_GPU_LOCK_DIR``; one
-folder per node on a cluster): ``gpu<N>.lock`` is the read-write lock, and ``gpu<N>.gate`` a turnstile
-that a waiting timer holds, so that a stream of shared holders cannot starve it. ``flock`` locks belong to
-open files and vanish with the process that held them: a grader that dies never leaves a GPU locked.
-The folder and files are the grader's: the sandbox never sees them.
+How: every submission graded on the GPU is registered in ``gpu<N>.members/`` (its sandbox and its judge,
+:meth:`GpuLock.register`, done by :class:`grader.sandbox.Sandbox`). The timer takes the lock, *freezes*
+every other registered submission (:mod:`grader.freezer`: the cgroup freezer or SIGSTOP for the sandbox,
+SIGSTOP for its judge), freezes its own sandbox too for a moment while the GPU drains (what the frozen
+ones queued before runs to its end: a background thread of a student's kernel may have launched work that
+outlived its cell), thaws its own sandbox, times, and thaws the others, whatever happens in between.
+Nobody waits for another submission's cell or call to end: correctness work is paused, not drained, so a
+long cell elsewhere never delays a timed loop (and every GPU user of the node behind it).
 
-Without ``COURSE_GPU_LOCK_DIR`` every method is a no-op (one submission per GPU, as the local pool runs).
+The lock itself is a pair of ``flock`` files per GPU in a folder of the machine (``COURSE_GPU_LOCK_DIR``;
+one folder per node on a cluster): ``gpu<N>.lock``, held exclusively by the one timer, and ``gpu<N>.gate``,
+which a timer holds while it waits and times, so that a judge about to start new GPU work waits behind it
+(:meth:`GpuLock.shared`). ``flock`` locks belong to open files and vanish with the process that held them: a
+grader that dies never leaves a GPU locked. What a timer froze is written to ``gpu<N>.frozen``; a watchdog
+process started with the hold thaws it when the hold ends, also when the timer was killed, so a dead timer
+never leaves a submission stopped. The folder is the grader's: no sandbox sees it.
+
+Without ``COURSE_GPU_LOCK_DIR`` every method is a no-op (one submission per GPU).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
+import functools
+import json
 import os
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 LOCK_DIR_ENV = "COURSE_GPU_LOCK_DIR"
+#: The longest wait for the GPU to drain after the other submissions were frozen (their queued kernels run
+#: to the end); past it the timer goes on and says so in the log (a kernel running for a minute on end).
+DRAIN_TIMEOUT_S = 60.0
 
 
 class GpuLock:
@@ -31,8 +49,11 @@ class GpuLock:
     def __init__(self, folder: Path | None, gpu: str = "0"):
         self.folder = folder
         self.gpu = gpu
-        self._depth = 0          # nested shared holds of this process count once
-        self._exclusive = False  # this process holds the GPU alone: its own shared holds are implied
+        self._depth = 0             # nested shared sections of this process count once
+        self._exclusive = False     # this process holds the GPU alone: its own shared sections are implied
+        self._frozen: list[dict] = []  # what the current exclusive hold froze
+        #: what the exclusive holds of this process did: [frozen sandboxes, drain ms], for the log and tests
+        self.history: list[dict] = []
 
     @classmethod
     def from_env(cls) -> "GpuLock":
@@ -41,52 +62,262 @@ class GpuLock:
         gpu = (os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0")
         return cls(Path(folder) if folder else None, gpu)
 
+    # -- files -----------------------------------------------------------------------------------------
     def _open(self, suffix: str) -> int:
         assert self.folder is not None
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         return os.open(self.folder / f"gpu{self.gpu}.{suffix}", os.O_RDWR | os.O_CREAT, 0o600)
 
+    @property
+    def _members(self) -> Path:
+        assert self.folder is not None
+        return self.folder / f"gpu{self.gpu}.members"
+
+    @property
+    def _marker(self) -> Path:
+        assert self.folder is not None
+        return self.folder / f"gpu{self.gpu}.frozen"
+
+    # -- registry of sandboxes on this GPU -------------------------------------------------------------
+    def register(self, name: str, member: dict) -> Path | None:
+        """Announce a submission on this GPU (``member``: what :func:`grader.freezer.freeze` needs); returns the
+        file to remove with :meth:`unregister`, or None when there is no lock folder."""
+        if self.folder is None:
+            return None
+        self._members.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self._members / f"{name}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({**member, "owner": os.getpid()}))
+        os.replace(tmp, path)
+        return path
+
+    @staticmethod
+    def unregister(path: Path | None) -> None:
+        if path is not None:
+            path.unlink(missing_ok=True)
+
+    def _members_alive(self) -> list[dict]:
+        """Registered submissions of living grading processes (files of dead ones are removed)."""
+        out = []
+        for f in sorted(self._members.glob("*.json")) if self._members.is_dir() else []:
+            try:
+                member = json.loads(f.read_text())
+                owner = int(member["owner"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if not _alive(owner):
+                f.unlink(missing_ok=True)
+                continue
+            out.append(member)
+        return out
+
+    # -- freezing --------------------------------------------------------------------------------------
+    def _thaw_stale(self) -> None:
+        """Thaw what a timer froze and could not thaw (it died); only called while holding the lock."""
+        thaw_stale(self._marker)
+
+    def _freeze(self, members: list[dict], judge: bool) -> list[dict]:
+        from grader.freezer import freeze
+
+        frozen: list[dict] = []
+        try:
+            for member in members:
+                handle = freeze(member, judge=judge)
+                if handle is not None:
+                    frozen.append(handle)
+                    # written after each one: a timer killed half-way leaves a complete list to thaw
+                    self._marker.write_text(json.dumps({"by": os.getpid(), "frozen": self._frozen + frozen}))
+        except BaseException:
+            _thaw_all(frozen)
+            raise
+        return frozen
+
+    # -- the two holds ---------------------------------------------------------------------------------
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
-        """Held while a submission's code may use the GPU for correctness work."""
-        if self.folder is None or self._depth or self._exclusive:
-            self._depth += 1
+        """Marks a judge's correctness work on the GPU (a student cell, a call): it waits behind a timer that
+        holds or waits for the GPU, and is never waited for (the timer freezes it instead)."""
+        if self.folder is not None and not self._depth and not self._exclusive:
+            gate = self._open("gate")
             try:
-                yield
+                fcntl.flock(gate, fcntl.LOCK_EX)
+                fcntl.flock(gate, fcntl.LOCK_UN)
             finally:
-                self._depth -= 1
-            return
-        gate, rw = self._open("gate"), self._open("lock")
+                os.close(gate)
+        self._depth += 1
         try:
-            fcntl.flock(gate, fcntl.LOCK_EX)      # wait behind a timer that is waiting
-            fcntl.flock(rw, fcntl.LOCK_SH)
-            fcntl.flock(gate, fcntl.LOCK_UN)
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
+            yield
         finally:
-            os.close(rw)                          # closing releases the flock
-            os.close(gate)
+            self._depth -= 1
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Held while the judge times a kernel: no other submission's code runs on this GPU meanwhile."""
-        if self.folder is None:
+        """Held while the judge times a kernel: every other submission on this GPU is frozen, and the GPU has
+        drained, before the body runs; they are thawed after it, whatever happens in it."""
+        if self.folder is None or self._exclusive:
             yield
             return
-        if self._depth:
-            raise RuntimeError("a grading process asked for the GPU alone while it held it shared")
         gate, rw = self._open("gate"), self._open("lock")
+        watchdog = None
         try:
-            fcntl.flock(gate, fcntl.LOCK_EX)      # new shared holders now wait at the gate
-            fcntl.flock(rw, fcntl.LOCK_EX)        # ... and the ones inside finish their cell or call
+            fcntl.flock(gate, fcntl.LOCK_EX)      # new correctness work now waits behind this timer
+            fcntl.flock(rw, fcntl.LOCK_EX)        # ... and so does the next timer
             self._exclusive = True
+            self._thaw_stale()
+            self._frozen = []
             try:
+                members = self._members_alive()
+                others = [m for m in members if int(m["owner"]) != os.getpid()]
+                mine = [m for m in members if int(m["owner"]) == os.getpid()]
+                if others:
+                    watchdog = _start_watchdog(self.folder, self.gpu)
+                self._frozen = self._freeze(others, judge=True)
+                entry = {"frozen": [f"{h['name']}:{h['mode']}" for h in self._frozen], "drain_ms": 0.0}
+                if self._frozen:
+                    own = self._freeze(mine, judge=False)  # its own queued work must drain too ...
+                    try:
+                        entry["drain_ms"] = drain(self.gpu)
+                    finally:
+                        _thaw_all(own)                     # ... but it runs the timed loop
+                    drained = ("not checked (no NVML)" if entry["drain_ms"] is None
+                               else f"drained in {entry['drain_ms']:.0f} ms")
+                    print(f"course-gpu-lock: GPU {self.gpu}: froze {len(self._frozen)} other submission(s) "
+                          f"({', '.join(entry['frozen'])}); GPU {drained}", file=sys.stderr, flush=True)
+                self.history.append(entry)
                 yield
             finally:
+                _thaw_all(self._frozen)
+                self._frozen = []
+                self._marker.unlink(missing_ok=True)
                 self._exclusive = False
         finally:
             os.close(rw)
             os.close(gate)
+            if watchdog is not None:  # it takes the lock once this hold is over, finds nothing, and exits
+                _reap_later(watchdog)
+
+
+def thaw_stale(marker: Path) -> None:
+    """Thaw everything listed in a ``gpu<N>.frozen`` file and remove it."""
+    try:
+        stale = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return
+    _thaw_all(stale.get("frozen", []))
+    marker.unlink(missing_ok=True)
+
+
+def _thaw_all(handles: list[dict]) -> None:
+    from grader.freezer import thaw
+
+    for handle in handles:
+        thaw(handle)
+
+
+_WATCHDOG = """
+import fcntl, os, sys
+sys.path[:0] = [p for p in os.environ.get("COURSE_GPU_LOCK_PATH", "").split(os.pathsep) if p]
+from pathlib import Path
+from grader.gpu_lock import thaw_stale
+folder, gpu = Path(sys.argv[1]), sys.argv[2]
+fd = os.open(folder / f"gpu{gpu}.lock", os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_SH)   # once the timer's hold is over: it ended, or its process died
+thaw_stale(folder / f"gpu{gpu}.frozen")
+"""
+
+
+def _start_watchdog(folder: Path, gpu: str):
+    """A process that thaws what this hold froze if this process dies holding it (it outlives us)."""
+    import subprocess
+
+    here = str(Path(__file__).resolve().parent.parent)
+    return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(folder), gpu], start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "COURSE_GPU_LOCK_PATH": here})
+
+
+def _reap_later(proc) -> None:
+    import threading
+
+    threading.Thread(target=proc.wait, daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------
+# Has the GPU drained? NVML's utilisation counter, read through the driver's own library (no package)
+# ---------------------------------------------------------------------------------------------------
+
+class _Utilization(ctypes.Structure):
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+@functools.cache
+def _nvml() -> ctypes.CDLL | None:
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        return lib if lib.nvmlInit_v2() == 0 else None
+    except (OSError, AttributeError):
+        return None
+
+
+@functools.cache
+def _device(gpu: str) -> ctypes.c_void_p | None:
+    lib = _nvml()
+    if lib is None:
+        return None
+    handle = ctypes.c_void_p()
+    if gpu.isdigit():  # the grader sets CUDA_DEVICE_ORDER=PCI_BUS_ID, so CUDA's index is NVML's
+        rc = lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(int(gpu)), ctypes.byref(handle))
+    else:              # a UUID in CUDA_VISIBLE_DEVICES
+        rc = lib.nvmlDeviceGetHandleByUUID(gpu.encode(), ctypes.byref(handle))
+    return handle if rc == 0 else None
+
+
+def utilization(gpu: str) -> int | None:
+    """Percent of NVML's last sample period (1/6 s to 1 s) in which a kernel ran on this GPU; None if unknown."""
+    handle = _device(gpu)
+    if handle is None:
+        return None
+    util = _Utilization()
+    if _nvml().nvmlDeviceGetUtilizationRates(handle, ctypes.byref(util)) != 0:  # type: ignore[union-attr]
+        return None
+    return int(util.gpu)
+
+
+def drain(gpu: str, timeout_s: float = DRAIN_TIMEOUT_S) -> float | None:
+    """Wait until no kernel has run on the GPU for one NVML sample period; milliseconds waited, or None when
+    NVML cannot tell (no GPU, no driver library): then nothing is waited for, and the log says so.
+
+    The frozen submissions cannot queue more work, but what they queued before runs to its end; a timed loop
+    that started meanwhile would share the GPU with it."""
+    t0 = time.perf_counter()
+    if utilization(gpu) is None:
+        return None
+    while time.perf_counter() - t0 < timeout_s:
+        if utilization(gpu) == 0:
+            break
+        time.sleep(0.01)
+    else:
+        print(f"course-gpu-lock: GPU {gpu} still busy after {timeout_s:.0f} s with the other submissions frozen; "
+              "timing anyway", file=sys.stderr, flush=True)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def device_name(gpu: str) -> str | None:
+    """The GPU's name from NVML (no CUDA context is made), or None."""
+    handle = _device(gpu)
+    if handle is None:
+        return None
+    buf = ctypes.create_string_buffer(96)
+    if _nvml().nvmlDeviceGetName(handle, buf, ctypes.c_uint(96)) != 0:  # type: ignore[union-attr]
+        return None
+    return buf.value.decode(errors="replace")

@@ -7,6 +7,7 @@ runs it) away from the grader itself, and lets us put a wall-clock limit on a wh
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ def run_nbgrader(root: Path, *args: str, timeout_s: float | None = None,
     full_env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.executable).parent), full_env.get("PATH")) if p)
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH")) if p)
     cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}"]
+    setpriv = shutil.which("setpriv")
+    if setpriv:  # dies with the grader that started it (a Ray worker killed mid-job leaves no grading behind)
+        cmd = [setpriv, "--pdeathsig", "KILL", "--", *cmd]
     try:
         proc = subprocess.run(cmd, cwd=root, env=full_env, capture_output=True, text=True, timeout=timeout_s,
                               stdin=subprocess.DEVNULL)

@@ -15,8 +15,11 @@ A submission runs as a Jupyter kernel inside ``bwrap``. What the kernel sees is 
 When the grader runs as root, the kernel runs as an unprivileged user of its own (one uid per concurrent
 sandbox, so that process limits are not shared), with no capabilities and ``no_new_privs``. Limits are set
 with ``prlimit`` (processes, file size, open files, CPU seconds; address space on a machine without a GPU,
-where it does not break CUDA's large reservations) and, where the machine lets the grader create one, a
-memory cgroup per sandbox. :func:`probe` tells whether a sandbox can be made here, and why not.
+where it does not break CUDA's large reservations) and, where the machine lets the grader create them, a
+memory cgroup and a freezer cgroup per sandbox (:class:`SandboxCgroups`), which its first process joins
+before it becomes bwrap. On a GPU shared by several submissions the sandbox registers itself with the GPU's
+lock, so that another submission's timed loop can freeze it (:mod:`grader.gpu_lock`, :mod:`grader.freezer`).
+:func:`unavailable_reason` tells whether a sandbox can be made here, and why not.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import compileall
 import functools
 import glob
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,12 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course import REPO_ROOT
+from grader.freezer import _procs, _rmdir, _thaw_cgroup, _write
 
 #: First uid used for sandboxed kernels when the grader runs as root; slot ``i`` runs as ``BASE_UID + i``.
 BASE_UID = 61000
 #: Where the sandbox sees the course's helpers and the exchange folder.
 COURSE_MOUNT = "/course"
 HOME_IN_SANDBOX = "/tmp/home"
+#: Set by the grader: the memory cap of each sandbox, in bytes (default 24 GiB).
+MEMORY_ENV = "COURSE_SANDBOX_MEMORY_BYTES"
 
 
 class SandboxUnavailable(RuntimeError):
@@ -53,7 +60,8 @@ class Limits:
     file_bytes: int = 2 << 30       # RLIMIT_FSIZE: the largest file it may write
     open_files: int = 4096          # RLIMIT_NOFILE
     cpu_seconds: int = 3600         # RLIMIT_CPU
-    memory_bytes: int = 24 << 30    # memory cgroup (or RLIMIT_AS without a GPU)
+    memory_bytes: int = field(default_factory=lambda: int(os.environ.get(MEMORY_ENV, 24 << 30)))
+    # memory cgroup (or RLIMIT_AS without a GPU); a cluster job sets it to what it asked its scheduler for
 
 
 @functools.cache
@@ -92,41 +100,75 @@ def extra_site_paths() -> list[str]:
     return out
 
 
-class MemoryCgroup:
-    """A memory cgroup (v2, or v1's memory controller) for one sandbox, if the machine lets us make one."""
+def _make_cgroup(path: Path) -> Path | None:
+    try:
+        path.mkdir(exist_ok=True)
+        return path
+    except OSError:
+        return None
 
-    def __init__(self, name: str, limit: int):
-        self.path: Path | None = None
-        for base, limit_file in ((Path("/sys/fs/cgroup"), "memory.max"),
-                                 (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes")):
-            if not (base / "cgroup.procs").exists() or (base == Path("/sys/fs/cgroup") and
-                                                       not (base / "cgroup.controllers").exists()):
-                continue
-            try:
-                path = base / name
-                path.mkdir(exist_ok=True)
-                (path / limit_file).write_text(str(limit))
-                self.path = path
-                break
-            except OSError:
-                continue
+
+class SandboxCgroups:
+    """The cgroups of one sandbox, where the machine lets the grader make them: a memory cap, and a freezer.
+
+    cgroup v2 (one folder under ``/sys/fs/cgroup``: ``memory.max`` when the memory controller is on, and
+    ``cgroup.freeze``), or cgroup v1 (a folder in the ``memory`` hierarchy and one in the ``freezer``
+    hierarchy). The sandbox's first process joins every folder before it starts bwrap (:meth:`Sandbox.wrap`),
+    so everything it starts is inside. Where none can be made (a container with a read-only
+    ``/sys/fs/cgroup``, a grader that is not root), :func:`freeze` stops the process tree with SIGSTOP."""
+
+    def __init__(self, name: str, memory_limit: int):
+        self.folders: list[Path] = []
+        self.memory: Path | None = None
+        self.freezer: tuple[str, Path] | None = None
+        unified = Path("/sys/fs/cgroup")
+        if (unified / "cgroup.controllers").exists():
+            folder = _make_cgroup(unified / name)
+            if folder is not None:
+                self.folders.append(folder)
+                if _write(folder / "memory.max", str(memory_limit)):
+                    self.memory = folder
+                if (folder / "cgroup.freeze").exists():
+                    self.freezer = ("cgroup2", folder)
+            return
+        memory = _make_cgroup(unified / "memory" / name) if (unified / "memory" / "cgroup.procs").exists() else None
+        if memory is not None:
+            if _write(memory / "memory.limit_in_bytes", str(memory_limit)):
+                self.folders.append(memory)
+                self.memory = memory
+            else:
+                _rmdir(memory)
+        freezer = _make_cgroup(unified / "freezer" / name) if (unified / "freezer" / "cgroup.procs").exists() else None
+        if freezer is not None:
+            if (freezer / "freezer.state").exists():
+                self.folders.append(freezer)
+                self.freezer = ("cgroup1", freezer)
+            else:
+                _rmdir(freezer)
 
     @property
-    def procs_file(self) -> str | None:
-        return str(self.path / "cgroup.procs") if self.path else None
+    def path(self) -> Path | None:
+        """The folder with the memory cap (None: no memory cgroup)."""
+        return self.memory
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [str(f / "cgroup.procs") for f in self.folders]
 
     def remove(self) -> None:
-        if self.path is None:
-            return
-        try:
-            for pid in (self.path / "cgroup.procs").read_text().split():
+        """Kill whatever is left in the sandbox's cgroups (thawed first: a frozen task dies only once thawed)
+        and remove them."""
+        if self.freezer is not None:
+            _thaw_cgroup(*self.freezer)
+        for folder in self.folders:
+            _write(folder / "cgroup.kill", "1")
+            for pid in _procs(folder):
                 try:
-                    os.kill(int(pid), 9)
-                except (ProcessLookupError, ValueError):
+                    os.kill(pid, 9)
+                except (ProcessLookupError, PermissionError):
                     pass
-            self.path.rmdir()
-        except OSError:
-            pass
+        for folder in self.folders:
+            _rmdir(folder)
 
 
 @dataclass
@@ -160,7 +202,24 @@ class Sandbox:
         if self.uid is not None:
             os.chown(self.exchange, self.uid, self.uid)
         os.chmod(self.exchange, 0o700)
-        self.cgroup = MemoryCgroup(f"course-sandbox-{os.getpid()}-{self.slot}", self.limits.memory_bytes)
+        self.name = f"course-sandbox-{os.getpid()}-{self.slot}"
+        self.cgroup = SandboxCgroups(self.name, self.limits.memory_bytes)
+        self.pidfile = self.staging / "sandbox.pid"  # the grader's: not mounted in the sandbox
+        self._registered: Path | None = None
+        if self.gpu:  # other submissions timing on this GPU freeze it meanwhile (grader.gpu_lock)
+            from grader.gpu_lock import GpuLock
+
+            self._registered = GpuLock.from_env().register(self.name, self.member())
+
+    def member(self, judge: bool = True) -> dict:
+        """What :func:`grader.freezer.freeze` needs to stop this submission from another grading process: the
+        sandbox (its cgroup, or its process tree), and with ``judge`` the grading process that made it (this
+        one, where the judge runs: its own GPU work, references and comparisons, stops too)."""
+        mode = self.cgroup.freezer
+        return {"name": self.name, "pidfile": str(self.pidfile), "owner": os.getpid(),
+                "judge_pid": os.getpid() if judge else None,
+                "cgroup2": str(mode[1]) if mode and mode[0] == "cgroup2" else None,
+                "cgroup1": str(mode[1]) if mode and mode[0] == "cgroup1" else None}
 
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` (run inside) wrapped in bwrap, the privilege drop and the limits."""
@@ -211,17 +270,16 @@ class Sandbox:
         if not self.gpu and self.cgroup.path is None:
             rl.append(f"--as={lim.memory_bytes}")
         cmd += [shutil.which("prlimit") or "/usr/bin/prlimit", *rl, "--", *argv]
-        return cmd
-
-    def attach(self, pid: int) -> None:
-        """Put a freshly started sandbox process (and so its whole tree) in this sandbox's memory cgroup."""
-        if self.cgroup.procs_file:
-            try:
-                Path(self.cgroup.procs_file).write_text(str(pid))
-            except OSError:
-                pass
+        # the first process writes its pid for the freezer's SIGSTOP fallback and joins the sandbox's cgroups,
+        # then becomes bwrap: every process of the sandbox starts inside them (no window to escape)
+        steps = [f"echo $$ > {shlex.quote(str(self.pidfile))}"]
+        steps += [f"{{ echo $$ > {shlex.quote(f)}; }} 2>/dev/null" for f in self.cgroup.procs_files]
+        return ["/bin/sh", "-c", "; ".join(steps) + '; exec "$@"', "course-sandbox", *cmd]
 
     def close(self) -> None:
+        from grader.gpu_lock import GpuLock
+
+        GpuLock.unregister(self._registered)
         self.cgroup.remove()
         shutil.rmtree(self.staging, ignore_errors=True)
 

@@ -83,3 +83,77 @@ def test_command_line_contract(tmp_path):
     report = subprocess.run([sys.executable, "-m", "grader", "report", str(out), "--csv", str(tmp_path / "t.csv")],
                             capture_output=True, text=True, cwd=ROOT)
     assert report.returncode == 0 and "ada_correct" in report.stdout and (tmp_path / "t.csv").exists()
+
+
+def test_a_thread_left_launching_kernels_costs_nothing_to_others(tmp_path):
+    """tests/safety/03_vector_add/yan_background_gpu_thread: its cell returns with a thread still launching its
+    kernel. It earns its correctness points, and the honest student graded beside it keeps every point. (On a GPU shared by several submissions the same case checks that
+    its queued work never overlaps another's timed loop: results/gpu_class_throughput.py.)"""
+    from tests.safety.transforms import SAFETY_ANSWERS
+
+    build_submissions("03_vector_add", tmp_path / "built", root=SAFETY_ANSWERS)
+    build_submissions("03_vector_add", tmp_path / "built")
+    submitted = tmp_path / "submitted"
+    for student in ("yan_background_gpu_thread", "ada_correct"):
+        (submitted / student).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "built" / student).rename(submitted / student)
+    records = grade_all(find_submissions(submitted, "03_vector_add"), tmp_path / "out", workers=2, feedback=False)
+    for r in records:
+        if r.grade_id == "test_add_bandwidth":
+            assert r.status == "not_graded", r
+        else:
+            assert r.status == "passed" and r.points == r.max_points, r
+
+
+def test_more_workers_than_gpus_share_each_gpu_with_the_lock_on(tmp_path, monkeypatch):
+    """--workers above the number of GPUs: no longer capped; every job gets the GPU lock folder, so that its
+    timed loops freeze the others (the GPU itself is simulated here: one calibrated GPU, jobs that only wait)."""
+    import threading
+    import time
+
+    import grader.autograde as ag
+    from grader.gpu_lock import LOCK_DIR_ENV
+    from grader.results import GradeRecord
+
+    build_submissions("03_vector_add", tmp_path / "built")
+    subs = [s for s in find_submissions(tmp_path / "built", "03_vector_add")][:4]
+    seen, running, peak, lock = [], [0], [0], threading.Lock()
+
+    def fake_job(job):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            seen.append((job.env.get(LOCK_DIR_ENV), job.env.get("CUDA_VISIBLE_DEVICES"), job.slot,
+                         job.env.get("CUDA_DEVICE_ORDER")))
+        time.sleep(1.0)
+        with lock:
+            running[0] -= 1
+        return ag.JobResult([GradeRecord(job.student, job.assignment, g, p, p, "passed", "") for g, p in job.cells], [])
+
+    monkeypatch.setattr(ag, "calibrate_gpus", lambda: ["3000.0"])
+    monkeypatch.setattr(ag, "run_job", fake_job)
+    ag.grade_all(subs, tmp_path / "out", workers=3, feedback=False)
+    assert peak[0] == 3, "the pool was capped at one submission per GPU"
+    assert all(d and gpu == "0" and order == "PCI_BUS_ID" for d, gpu, _, order in seen), seen
+    assert len({d for d, *_ in seen}) == 1
+    assert len({slot for *_, slot, _ in seen[:3]}) == 3  # concurrent sandboxes never share a uid
+
+
+def test_one_worker_per_gpu_needs_no_lock(tmp_path, monkeypatch):
+    import grader.autograde as ag
+    from grader.gpu_lock import LOCK_DIR_ENV
+    from grader.results import GradeRecord
+
+    build_submissions("03_vector_add", tmp_path / "built")
+    subs = find_submissions(tmp_path / "built", "03_vector_add")[:2]
+    seen = []
+
+    def fake_job(job):
+        seen.append((job.env.get(LOCK_DIR_ENV), job.env.get("CUDA_VISIBLE_DEVICES")))
+        return ag.JobResult([GradeRecord(job.student, job.assignment, g, p, p, "passed", "") for g, p in job.cells], [])
+
+    monkeypatch.delenv(LOCK_DIR_ENV, raising=False)
+    monkeypatch.setattr(ag, "calibrate_gpus", lambda: ["3000.0", "3000.0"])
+    monkeypatch.setattr(ag, "run_job", fake_job)
+    ag.grade_all(subs, tmp_path / "out", workers=2, feedback=False)
+    assert sorted(seen) == [(None, "0"), (None, "1")]

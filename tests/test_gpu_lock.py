@@ -1,10 +1,14 @@
-"""The GPU lock of concurrent grading (grader/gpu_lock.py), with real processes and real flock files.
+"""The GPU lock of concurrent grading (grader/gpu_lock.py), with real processes, real flock files and real
+bubblewrap sandboxes (on the CPU: what is frozen is the sandbox's processes, which a GPU only adds to).
 
-Correctness work of several submissions may share a GPU; a timed loop must never overlap anyone else's work.
+Correctness work of several submissions may share a GPU; a timed loop must never overlap anyone else's work:
+the timer freezes every other registered submission (sandbox and judge) and thaws it afterwards, also when
+the timer raises or is killed.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import signal
@@ -42,22 +46,29 @@ def _run(procs: list[mp.Process]) -> None:
         assert p.exitcode == 0
 
 
-def test_shared_holders_overlap_and_a_timer_overlaps_nobody(tmp_path):
+def test_timers_take_turns_and_new_work_waits_behind_a_timer(tmp_path):
     log = tmp_path / "log"
-    procs = [CTX.Process(target=_hold, args=(str(tmp_path), "shared", 1.0, str(log))) for _ in range(2)]
-    procs.append(CTX.Process(target=_hold, args=(str(tmp_path), "exclusive", 0.5, str(log), 0.3)))
-    # a shared holder arriving while the timer waits must wait behind it (no starvation of the timer)
-    procs.append(CTX.Process(target=_hold, args=(str(tmp_path), "shared", 0.2, str(log), 0.6)))
+    procs = [CTX.Process(target=_hold, args=(str(tmp_path), "exclusive", 0.6, str(log), 0.0)),
+             CTX.Process(target=_hold, args=(str(tmp_path), "exclusive", 0.6, str(log), 0.1)),
+             # correctness work that starts while a timer holds the GPU begins after it
+             CTX.Process(target=_hold, args=(str(tmp_path), "shared", 0.1, str(log), 0.3))]
     _run(procs)
     rows = _intervals(log)
-    shared = [r for r in rows if r[0] == "shared"]
-    (_, t0, t1), = [r for r in rows if r[0] == "exclusive"]
-    first_two = sorted(shared, key=lambda r: r[1])[:2]
-    assert first_two[1][1] < first_two[0][2], "two shared holders ran at the same time"
-    for _, a, b in shared:
-        assert b <= t0 + 0.01 or a >= t1 - 0.01, f"shared work {a:.2f}-{b:.2f} overlapped timing {t0:.2f}-{t1:.2f}"
-    late = max(shared, key=lambda r: r[1])
-    assert late[1] >= t1 - 0.01, "the late shared holder went ahead of the waiting timer"
+    timers = sorted((r for r in rows if r[0] == "exclusive"), key=lambda r: r[1])
+    assert timers[1][1] >= timers[0][2] - 0.01, "two timed loops overlapped"
+    (_, s0, _), = [r for r in rows if r[0] == "shared"]
+    for _, t0, t1 in timers:
+        assert not (t0 + 0.01 < s0 < t1 - 0.01), "correctness work started inside a timed loop"
+    assert s0 >= timers[0][2] - 0.01, "correctness work went ahead of the timer that held the GPU"
+
+
+def test_a_timer_does_not_wait_for_correctness_work_in_progress(tmp_path):
+    """A long cell elsewhere is frozen (if registered), never waited for: the timer starts at once."""
+    log = tmp_path / "log"
+    _run([CTX.Process(target=_hold, args=(str(tmp_path), "shared", 2.0, str(log))),
+          CTX.Process(target=_hold, args=(str(tmp_path), "exclusive", 0.2, str(log), 0.5))])
+    rows = dict((m, (a, b)) for m, a, b in _intervals(log))
+    assert rows["exclusive"][0] < rows["shared"][1] - 0.5
 
 
 def _hold_forever(folder: str) -> None:
@@ -77,13 +88,129 @@ def test_a_grader_that_dies_holding_the_gpu_frees_it(tmp_path):
     assert time.monotonic() - t < 2
 
 
-def test_without_a_lock_folder_nothing_waits_and_nesting_is_refused(tmp_path):
+def test_without_a_lock_folder_nothing_waits_and_holds_nest(tmp_path):
     free = GpuLock(None)
     with free.shared(), free.exclusive():
         pass
     lock = GpuLock(tmp_path)
     with lock.exclusive(), lock.shared():  # the timer's own calls are part of its exclusive hold
         pass
-    with lock.shared(), pytest.raises(RuntimeError, match="held it shared"):
+    with lock.shared(), lock.exclusive():  # a judge's test cell that times a kernel inside it
+        pass
+
+
+# ---------------------------------------------------------------------------------------------------
+# The other submissions on the GPU are frozen while a kernel is timed
+# ---------------------------------------------------------------------------------------------------
+
+def _time_alone(folder: str, files: list[str], seconds: float, log: str, crash: bool = False) -> None:
+    """A timer: holds the GPU alone and reads the other submission's counters at the start and end of its hold."""
+    lock = GpuLock(Path(folder))
+    try:
         with lock.exclusive():
-            pass
+            time.sleep(0.2)
+            first = [int(Path(f).read_text()) for f in files]
+            time.sleep(seconds)
+            last = [int(Path(f).read_text()) for f in files]
+            Path(log).write_text(json.dumps({"first": first, "last": last, "frozen": lock.history[-1]["frozen"]}))
+            if crash:
+                raise RuntimeError("the timer crashed")
+    except RuntimeError:
+        pass
+
+
+def _time_and_die(folder: str, ready: str) -> None:
+    with GpuLock(Path(folder)).exclusive():
+        Path(ready).write_text("frozen")
+        time.sleep(600)
+
+
+def _judge(folder: str, counter: str) -> None:
+    """A grading process (no sandbox) registered on the GPU: it counts, as a judge's own work would run."""
+    GpuLock(Path(folder)).register(f"judge-{os.getpid()}", {"name": f"judge-{os.getpid()}", "judge_pid": os.getpid(),
+                                                           "pidfile": "/nonexistent"})
+    n = 0
+    while True:
+        n += 1
+        Path(counter + ".tmp").write_text(str(n))
+        os.replace(counter + ".tmp", counter)
+        time.sleep(0.01)
+
+
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("cgroups", [True, False], ids=["cgroup", "sigstop"])
+@pytest.mark.parametrize("crash", [False, True], ids=["ok", "timer-raises"])
+def test_a_timed_loop_freezes_the_other_submissions_on_its_gpu(tmp_path, cgroups, crash):
+    from tests.test_sandbox import CountingSandbox
+
+    locks = tmp_path / "locks"
+    sandbox = CountingSandbox(tmp_path, cgroups=cgroups)
+    member = GpuLock(locks).register(sandbox.box.name, sandbox.box.member(judge=False))
+    judge_counter = tmp_path / "judge-count"
+    judge = CTX.Process(target=_judge, args=(str(locks), str(judge_counter)))
+    judge.start()
+    try:
+        _wait_for(judge_counter)
+        log = tmp_path / "timer.log"
+        files = [str(f) for f in sandbox.files] + [str(judge_counter)]
+        timer = CTX.Process(target=_time_alone, args=(str(locks), files, 1.0, str(log), crash))
+        timer.start()
+        timer.join(60)
+        assert timer.exitcode == 0
+        seen = json.loads(log.read_text())
+        assert seen["first"] == seen["last"], f"another submission ran while a kernel was timed: {seen}"
+        mode = sandbox.box.cgroup.freezer[0] if sandbox.box.cgroup.freezer else "signal"
+        assert f"{sandbox.box.name}:{mode}" in seen["frozen"] and len(seen["frozen"]) == 2
+        assert sandbox.advancing() == [True, True], "the sandbox was not thawed after the timed loop"
+        before = int(judge_counter.read_text())
+        time.sleep(0.3)
+        assert int(judge_counter.read_text()) > before, "the judge was not thawed after the timed loop"
+        assert not (locks / "gpu0.frozen").exists()
+    finally:
+        judge.kill()
+        judge.join(10)
+        GpuLock.unregister(member)
+        sandbox.close()
+
+
+def test_a_timer_killed_while_others_are_frozen_gets_them_thawed(tmp_path):
+    """Its watchdog process sees the hold end with the process that held it, and thaws what it froze."""
+    from tests.test_sandbox import CountingSandbox
+
+    locks = tmp_path / "locks"
+    sandbox = CountingSandbox(tmp_path)
+    member = GpuLock(locks).register(sandbox.box.name, sandbox.box.member(judge=False))
+    try:
+        ready = tmp_path / "ready"
+        timer = CTX.Process(target=_time_and_die, args=(str(locks), str(ready)))
+        timer.start()
+        _wait_for(ready)
+        assert sandbox.advancing() == [False, False]
+        os.kill(timer.pid, signal.SIGKILL)  # the timer dies holding the GPU, the sandbox still frozen
+        timer.join(10)
+        deadline = time.monotonic() + 20   # nobody else takes the lock: the watchdog alone thaws it
+        while sandbox.advancing(0.3) != [True, True]:
+            assert time.monotonic() < deadline, "the sandbox stayed frozen after its timer died"
+        assert not (locks / "gpu0.frozen").exists()
+    finally:
+        GpuLock.unregister(member)
+        sandbox.close()
+
+
+def test_registered_submissions_of_dead_graders_are_dropped(tmp_path):
+    lock = GpuLock(tmp_path)
+    p = CTX.Process(target=time.sleep, args=(0,))
+    p.start()
+    p.join()
+    path = tmp_path / "gpu0.members" / "gone.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"name": "gone", "owner": p.pid, "judge_pid": p.pid, "pidfile": "/nonexistent"}))
+    with lock.exclusive():
+        pass
+    assert not path.exists() and lock.history[-1]["frozen"] == []

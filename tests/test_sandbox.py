@@ -6,7 +6,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +102,89 @@ def test_without_bubblewrap_the_grader_refuses_and_says_why(tmp_path, monkeypatc
             grade_all([], tmp_path / "out")
     finally:
         sandbox_mod.unavailable_reason.cache_clear()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Freezing (grader.gpu_lock stops the other sandboxes on a GPU while one submission's kernel is timed)
+# ---------------------------------------------------------------------------------------------------
+
+COUNTER = """
+import os, subprocess, sys, threading, time
+def count(path):
+    n = 0
+    while True:
+        n += 1
+        with open(path + '.tmp', 'w') as f:
+            f.write(str(n))
+        os.replace(path + '.tmp', path)  # a counter stopped mid-write still reads whole
+        time.sleep(0.01)
+# a thread that goes on after the 'cell' (the main program) has nothing left to do, and a child process
+threading.Thread(target=count, args=({a!r},), daemon=True).start()
+subprocess.Popen([sys.executable, '-c', 'import time\\n' + {child!r}])
+while True:
+    time.sleep(1)
+"""
+CHILD = """
+import os
+n = 0
+while True:
+    n += 1
+    open({b!r} + '.tmp', 'w').write(str(n)); os.replace({b!r} + '.tmp', {b!r}); time.sleep(0.01)
+"""
+
+
+class CountingSandbox:
+    """A real bubblewrap sandbox running a process tree whose progress can be read from outside: a thread
+    of its main process and a child process each bump a counter file in the exchange folder."""
+
+    def __init__(self, tmp_path, slot: int = 9, cgroups: bool = True):
+        os.chmod(tmp_path, 0o755)
+        self.box = Sandbox(slot=slot, staging=tmp_path / f"box{slot}")
+        if not cgroups:  # as on a machine where the grader cannot make cgroups: SIGSTOP of the tree
+            self.box.cgroup.remove()
+            self.box.cgroup.folders, self.box.cgroup.freezer, self.box.cgroup.memory = [], None, None
+        self.files = [self.box.exchange / "thread", self.box.exchange / "child"]
+        code = COUNTER.format(a=str(self.files[0]), child=CHILD.format(b=str(self.files[1])))
+        self.proc = subprocess.Popen(self.box.wrap([sys.executable, "-c", code]), stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not all(f.exists() and f.read_text() for f in self.files):
+            assert time.monotonic() < deadline and self.proc.poll() is None, "the sandboxed counters never started"
+            time.sleep(0.05)
+
+    def counts(self) -> list[int]:
+        return [int(f.read_text()) for f in self.files]
+
+    def advancing(self, seconds: float = 0.5) -> list[bool]:
+        a = self.counts()
+        time.sleep(seconds)
+        return [y > x for x, y in zip(a, self.counts())]
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self.box.close()
+
+
+@pytest.mark.parametrize("cgroups", [True, False], ids=["cgroup", "sigstop"])
+def test_freezing_stops_the_whole_sandbox_and_thawing_resumes_it(tmp_path, cgroups):
+    from grader.freezer import freeze, thaw
+
+    sandbox = CountingSandbox(tmp_path, cgroups=cgroups)
+    try:
+        assert sandbox.advancing() == [True, True]
+        handle = freeze(sandbox.box.member(judge=False))  # this test's own process made it: not frozen
+        try:
+            assert handle is not None
+            if cgroups and sandbox.box.cgroup.freezer:  # where this machine has a cgroup freezer, it is used
+                assert handle["mode"] in ("cgroup1", "cgroup2")
+            else:
+                assert handle["mode"] == "signal" and len(handle["pids"]) >= 3  # bwrap, the kernel, its child
+            time.sleep(0.1)
+            assert sandbox.advancing(0.8) == [False, False], "a frozen sandbox kept running"
+        finally:
+            thaw(handle)
+        assert sandbox.advancing() == [True, True], "the sandbox did not resume after the thaw"
+    finally:
+        sandbox.close()
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/{sandbox.box.name}")) and \
+        not Path("/sys/fs/cgroup", sandbox.box.name).exists(), "the sandbox's cgroups were left behind"
