@@ -26,6 +26,7 @@ The flow of one run (:func:`grade_all`):
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 import shutil
@@ -83,6 +84,12 @@ def graded_cells(assignment: str) -> list[GradedCell]:
     nb = nbformat.read(solution_notebook(assignment), as_version=4)
     return [GradedCell(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"]["points"]))
             for c in nb.cells if is_test(c)]
+
+
+def _short_name(s: Submission) -> str:
+    """A short folder name for a submission's workspace: the sandbox's sockets live under it, and a socket's path
+    may hold at most 107 bytes, however long the student id an LMS gives."""
+    return hashlib.sha256(f"{s.assignment}/{s.student}".encode()).hexdigest()[:12]
 
 
 def find_submissions(submitted: Path, assignment: str, student: str | None = None) -> list[Submission]:
@@ -462,7 +469,7 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
 
             def job_for(s: Submission, template: str, env: dict[str, str]) -> GradingJob:
                 return GradingJob(s.student, s.assignment, snapshot[s], template,
-                                  str(private / "work" / s.assignment / s.student),
+                                  str(private / "work" / _short_name(s)),
                                   tuple((c.grade_id, c.points) for c in graded_cells(s.assignment)),
                                   timeout_s, cell_timeout_s, env, feedback,
                                   seed_hex=submission_seed(secret, s.assignment, s.student), sandboxed=sandboxed)

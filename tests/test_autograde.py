@@ -52,16 +52,19 @@ def test_solution_earns_every_gradable_point_and_untouched_earns_none(chapter, t
 def test_vector_add_examples_fail_for_the_right_reason(tmp_path):
     students = build_submissions("03_vector_add", tmp_path / "submitted")
     assert {"ada_correct", "ben_untouched", "dev_floor_grid", "eve_float32_out"} <= set(students)
-    keep = ["ada_correct", "dev_floor_grid", "eve_float32_out"]
+    # a long student id (an LMS's name and id) must not lengthen the sandbox's socket paths past their limit
+    ada = "ada_correct_" + "janedoe_0123456789" * 3
+    (tmp_path / "submitted" / "ada_correct").rename(tmp_path / "submitted" / ada)
+    keep = [ada, "dev_floor_grid", "eve_float32_out"]
     subs = [s for s in find_submissions(tmp_path / "submitted", "03_vector_add") if s.student in keep]
     records = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2)}
-    assert records[("ada_correct", "test_add_ragged")].status == "passed"
+    assert records[(ada, "test_add_ragged")].status == "passed", records[(ada, "test_add_ragged")].message
     tail = records[("dev_floor_grid", "test_add_ragged")]
     assert tail.status == "failed" and "never written" in tail.message
     fp16 = records[("eve_float32_out", "test_add_fp16")]
     assert fp16.status == "failed" and "returned dtype float32, expected float16" in fp16.message
     assert records[("eve_float32_out", "test_add_ragged")].status == "passed"
-    assert records[("ada_correct", "test_add_bandwidth")].status == "not_graded"
+    assert records[(ada, "test_add_bandwidth")].status == "not_graded"
 
 
 def test_command_line_contract(tmp_path):
