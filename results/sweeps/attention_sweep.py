@@ -110,10 +110,10 @@ VARIANTS = [
 #:   D = 128            regs  smem    CTAs/SM  first sweep
 #:   tma 64x64 w4 s3     138  113 KB  1        best non-causal (0.77 of SDPA): one warpgroup per SM
 #:   tma 64x64 w4 s2     138   81 KB  2        two independent pipelines: one's softmax under the other's MMAs
-#:   ptr 64x64 w4 s2     184   81 KB  2
+#:   ptr 64x64 w4 s2     182   80 KB  2
 #:   tma 64x32 w4 s3     115   65 KB  3
 #:   tma 64x128 w4 s2    187  145 KB  1        fewer, wider key blocks (wgmma N = 128)
-#:   ws tma 128x128 w4   168  193 KB  1        12 warps: a loading warpgroup, two consumers of 64 rows each
+#:   ws tma 128x128 w4   168  192 KB  1        12 warps: a loading warpgroup, two consumers of 64 rows each
 #:   128x128 w8 (first)  201+ 161+ KB 1        two warpgroups in lock-step on shared buffers: 0.55-0.80
 #:
 #: Warp specialisation failed in the first sweep with wrong results, not a compiler error: Triton 3.6 splits the
@@ -362,7 +362,7 @@ def warm_all(jobs: int) -> dict[str, str]:
         name = ACTIVE[index][0]
         try:
             done = subprocess.run([sys.executable, __file__, "--warm", str(index), *(["--focus"] if FOCUS else [])],
-                                  capture_output=True, text=True, timeout=400)
+                                  capture_output=True, text=True, timeout=150 if FOCUS else 400)
         except subprocess.TimeoutExpired:
             return name, "compile timed out"
         if done.returncode == 0:
