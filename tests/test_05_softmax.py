@@ -313,3 +313,52 @@ def test_recorded_launch_figures_are_read_by_shape():
         assert figures[1, 32] < max(figures.values())   # the chapters' reading: 32 warps lose
     with pytest.raises(ValueError, match="not 777"):
         recorded_launch_gbps("05_softmax", 777)
+
+
+def _solution_config():
+    """The solution's softmax_config, read from its softmax cell (the kernel is defined, nothing launched)."""
+    import triton
+    import triton.language as tl
+
+    from grader.course import solution_notebook
+    from triton_course.inputs import BadInputError, expect
+
+    nb = json.loads(solution_notebook(CHAPTER).read_text())
+    cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "softmax")
+    ns = dict(functools=functools, torch=torch, triton=triton, tl=tl, expect=expect, BadInputError=BadInputError)
+    exec("".join(cell["source"]), ns)
+    return ns["softmax_config"]
+
+
+def test_launch_rule_picks_what_the_sweeps_measured_fastest():
+    """At every shape of both recorded sweeps (4096 float32 rows of 512 to 16384; the shapes where a peer led) the
+    reference's rule picks a launch the sweep timed, within 3% of the fastest (a first-round spread), and within
+    2% of the best of torch, torch.compile and Liger wherever any launch reached that."""
+    from triton_course.softmax import rule_against_sweeps
+
+    picks = rule_against_sweeps(_solution_config())
+    if not picks:
+        pytest.skip("results/05_softmax_*sweep.json not in this copy")
+    assert len(picks) == 15
+    for p in picks:
+        assert p.gbps is not None, f"{p.shape}: the rule's launch {p.launch} was not timed"
+        assert p.of_fastest >= 0.97, (p.shape, p.launch, p.gbps, p.fastest)
+        if p.peer_reachable:
+            assert p.of_best_peer >= 0.98, (p.shape, p.launch, p.gbps, p.best_peer)
+    fastest = [p for p in picks if p.launch == p.fastest[0]]
+    assert len(fastest) >= 10, [p.shape for p in picks if p not in fastest]
+
+
+def test_launch_rule_reads_the_row_and_the_input():
+    """Short rows are stacked into 2 KB programs of 4 warps; longer rows get a warp per 4 KB (2 KB when N is not a
+    multiple of 16, so loads are one element wide); inputs up to 32 MiB get cache hints; never more rows than M."""
+    config = _solution_config()
+    assert config(262144, 64, 4) == (64, 8, 4, False)
+    assert config(65536, 256, 2) == (256, 4, 4, True)
+    assert config(32768, 1000, 4) == (1024, 1, 2, False)       # 1000: one-element loads, twice the warps
+    assert config(32768, 1024, 4) == (1024, 1, 1, False)
+    assert config(8192, 5120, 2) == (8192, 1, 4, False)
+    assert config(32768, 3000, 4) == (4096, 1, 8, False)
+    assert config(4096, 1000, 4) == (1024, 2, 4, True)
+    assert config(3, 100, 4) == (128, 4, 4, True)    # 512-byte rows, 4 per program (3 rows: one program)
+    assert config(1, 32768, 4) == (32768, 1, 16, True)

@@ -167,6 +167,31 @@ def test_launch_config_falls_back_where_tma_cannot_run(ns):
     assert launch_config(q, q, q, False, ns["HOPPER_CONFIGS"]) == INTERPRETER_CONFIG   # the pin is gone
 
 
+#: Warp-specialised and TMA configurations the focused sweep (results/sweeps/attention_sweep.py --focus) times on
+#: the H200: the single unmasked loop and the output through the tensor descriptor (store_tile), emulated here.
+SWEEP_PATHS = [AttentionConfig(128, 64, 4, 3, tma=True, warp_spec=True),
+               AttentionConfig(128, 128, 4, 2, tma=True, warp_spec=True),
+               AttentionConfig(64, 32, 4, 3, tma=True)]
+
+
+@pytest.mark.parametrize("config", SWEEP_PATHS, ids=AttentionConfig.describe)
+def test_sweep_paths_match_float64_and_write_only_their_rows(ns, config):
+    """N = 256 takes the warp-specialised single loop (a multiple of every BLOCK_N); N = 200 the two stages, with a
+    ragged last block whose rows past N the descriptor store must drop (check_all's guards see any write past a
+    head's end, and its poison any row left unwritten)."""
+    from triton_course.attention import ATTENTION_HINTS, attention_tolerance
+    from triton_course.checks import check_all
+
+    torch.manual_seed(0)
+    cases = [(*(torch.randn(2, 2, n, 16) for _ in range(3)), causal)
+             for n, causal in ((256, False), (200, False), (200, True))]
+    with pinned_config(config):
+        used = [launch_config(*case[:3], case[3], ns["HOPPER_CONFIGS"]).warp_spec for case in cases]
+        check_all(ns["attention"], cases, attention_reference, tolerances=attention_tolerance,
+                  hints=ATTENTION_HINTS, quiet=True)
+    assert used == [config.warp_spec and 256 % config.block_n == 0, False, False]
+
+
 @functools.cache
 def executed_with(student: str) -> tuple[dict, dict[str, str]]:
     """The solution notebook with ``student``'s answers, run in this process as nbval would (every code cell

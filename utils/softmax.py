@@ -10,14 +10,18 @@
 * :func:`warps_per_sm` -- how many warps one SM of this GPU holds, for sizing persistent grids;
 * :func:`recorded_launch_gbps` -- the GB/s an H200 recorded for each launch shape of a row kernel
   (results/05_softmax_launch_sweep.json, results/06_rmsnorm_launch_sweep.json), to print beside the
-  launch sweep a student runs (chapters 05 and 06).
+  launch sweep a student runs (chapters 05 and 06);
+* :func:`rule_against_sweeps` -- for a launch rule (``softmax_config``), at every shape both softmax sweeps
+  measured: the launch it picks, what that launch recorded, the fastest launch and the best peer.
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
@@ -202,3 +206,78 @@ def recorded_launch_gbps(chapter: str, width: int) -> tuple[dict[tuple[int, int]
     source = (f"recorded on an {data['device']} ({data['rows']} rows, copy bandwidth {data['copy_gbps']:,.0f} GB/s; "
               f"results/{path.name}, made by `{data['command']}`)")
     return figures, source
+
+
+#: The peers the gaps sweep times beside the launch shapes (results/sweeps/launch_sweep.py softmax-gaps).
+PEERS = ("torch.softmax", "torch.compile", "Liger LigerSoftmax")
+
+
+@dataclass(frozen=True)
+class RulePick:
+    """One shape a softmax sweep measured, and what a launch rule picks there (GB/s as recorded)."""
+
+    shape: str                          # "32768x1000 float32"
+    launch: tuple[int, int, bool]       # (rows per program, num_warps, cache hints) the rule picks
+    gbps: float | None                  # what that launch recorded (None: the sweep did not time it)
+    fastest: tuple[tuple[int, int, bool], float]   # the fastest launch the sweep timed, and its GB/s
+    best_peer: tuple[str, float] | None            # the best of torch, torch.compile and Liger (gaps sweep)
+    source: str                                    # which results file
+
+    @property
+    def of_fastest(self) -> float:
+        return 0.0 if self.gbps is None else self.gbps / self.fastest[1]
+
+    @property
+    def of_best_peer(self) -> float | None:
+        return None if self.best_peer is None or self.gbps is None else self.gbps / self.best_peer[1]
+
+    @property
+    def peer_reachable(self) -> bool:
+        """Some launch the sweep timed reached 98% of the best peer (so a launch rule could)."""
+        return self.best_peer is not None and self.fastest[1] >= 0.98 * self.best_peer[1]
+
+
+def _launch_figures(shape: dict) -> dict[tuple[int, int, bool], float]:
+    """(rows, warps, hints) -> GB/s of one shape of a sweep file: the final rounds' median where a launch reached
+    them, else its first-round figure."""
+    figures = {}
+    for key in ("round1_gbps", "round2_median_gbps"):
+        for name, gbps in shape.get(key, {}).items():
+            m = re.fullmatch(r"(?:(tile|cache hints) )?rows(\d+)/w(\d+)( hints)?", name)
+            if m:
+                figures[int(m[2]), int(m[3]), m[1] == "cache hints" or bool(m[4])] = gbps
+    return figures
+
+
+def rule_against_sweeps(config: Callable[[int, int, int], tuple[int, int, int, bool]]) -> list[RulePick]:
+    """``config(n_rows, n_cols, element_size) -> (BLOCK_N, ROWS, num_warps, STREAM)`` at every shape of
+    results/05_softmax_launch_sweep.json (float32, 4096 rows) and results/05_softmax_gaps_sweep.json; empty when
+    neither file is in this copy."""
+    picks = []
+    launch = RESULTS / "05_softmax_launch_sweep.json"
+    if launch.exists():
+        data = json.loads(launch.read_text())
+        for width, shape in data["widths"].items():
+            figures = _launch_figures(shape)
+            _, rows, warps, stream = config(data["rows"], int(width), 4)
+            picks.append(RulePick(f"{data['rows']}x{width} float32", (rows, warps, stream),
+                                  figures.get((rows, warps, stream)), max(figures.items(), key=lambda kv: kv[1]),
+                                  None, launch.name))
+    gaps = RESULTS / "05_softmax_gaps_sweep.json"
+    if gaps.exists():
+        data = json.loads(gaps.read_text())
+        for key, shape in data["shapes"].items():
+            m, n, dtype = re.fullmatch(r"(\d+)x(\d+) (\w+)", key).groups()
+            element = 4 if dtype == "float32" else 2
+            figures = _launch_figures(shape)
+            _, rows, warps, stream = config(int(m), int(n), element)
+            peers = {k: v for k, v in shape["round2_median_gbps"].items() if k in PEERS}
+            picks.append(RulePick(key, (rows, warps, stream), figures.get((rows, warps, stream)),
+                                  max(figures.items(), key=lambda kv: kv[1]),
+                                  max(peers.items(), key=lambda kv: kv[1]) if peers else None, gaps.name))
+    return picks
+
+
+def describe_launch(launch: tuple[int, int, bool]) -> str:
+    rows, warps, stream = launch
+    return f"rows {rows}, {warps} warp{'s' if warps > 1 else ''}{', hints' if stream else ''}"

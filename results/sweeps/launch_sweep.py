@@ -9,7 +9,8 @@
         and bf16, each with every launch shape, torch.softmax, torch.compile, Liger-Kernel's LigerSoftmax (when
         installed: pip install liger-kernel==0.8.5 --no-deps) and a same-size copy; it prints, per shape, the
         winner beside the reference and the best peer, with the bytes-based prediction (a same-size copy's
-        rate), and the LAUNCH_TABLE entries the winners suggest.
+        rate), the launch the reference's rule (softmax_config) picks, timed in the final rounds too, and the
+        launches the winners suggest.
 
 At each row length N it times, with ``triton_course.bench.steady_rounds`` (back-to-back calls on rotating fresh
 inputs):
@@ -304,6 +305,10 @@ def sweep_gaps() -> dict:
         first = {name: gbps(nbytes, statistics.median(t)) for name, t in
                  steady_rounds(tiles, make, rounds=FIRST_ROUNDS).items()}
         top = sorted(first, key=first.get, reverse=True)[:FINALISTS]
+        _, rows_, warps_, stream_ = ns["softmax_config"](m, n, element)
+        rule = f"rows{rows_}/w{warps_}{' hints' if stream_ else ''}"   # the reference's own launch, as a candidate
+        if rule in tiles and rule not in top:
+            top.append(rule)
         final_fns = {name: tiles[name] for name in top}
         final_fns.update({k: v for k, v in usable.items() if not k.startswith("rows")})
         final_fns["same-size copy"] = lambda x: x.clone()
@@ -314,7 +319,8 @@ def sweep_gaps() -> dict:
         best_peer = max(peer_names, key=lambda k: medians[k]) if peer_names else None
         key = f"{m}x{n} {str(dtype)[6:]}"
         shapes_out[key] = {"round1_gbps": {k: round(v, 1) for k, v in first.items()}, "round2_median_gbps": medians,
-                           "not_usable": failed, "best_launch": best_tile, "best_peer": best_peer}
+                           "not_usable": failed, "best_launch": best_tile, "best_peer": best_peer,
+                           "reference_launch": rule}
         block = triton.next_power_of_2(n)
         suggestions[key] = {"BLOCK_N": block, "element_size": element, "rows": m, "launch": best_tile}
         line = (f"{key}: reference {medians['reference']:.0f} GB/s; best launch {best_tile} {medians[best_tile]:.0f}; "
