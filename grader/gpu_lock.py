@@ -173,6 +173,7 @@ class GpuLock:
                     watchdog = _start_watchdog(self.folder, self.gpu)
                 self._frozen = self._freeze(others, judge=True)
                 entry = {"frozen": [f"{h['name']}:{h['mode']}" for h in self._frozen], "drain_ms": 0.0}
+                drained = "not drained (nothing frozen)"
                 if self._frozen:
                     own = self._freeze(mine, judge=False)  # its own queued work must drain too ...
                     try:
@@ -181,8 +182,10 @@ class GpuLock:
                         _thaw_all(own)                     # ... but it runs the timed loop
                     drained = ("not checked (no NVML)" if entry["drain_ms"] is None
                                else f"drained in {entry['drain_ms']:.0f} ms")
-                    print(f"course-gpu-lock: GPU {self.gpu}: froze {len(self._frozen)} other submission(s) "
-                          f"({', '.join(entry['frozen'])}); GPU {drained}", file=sys.stderr, flush=True)
+                # one line per timed hold, in the submission's autograde log: what was seen, frozen and drained
+                print(f"course-gpu-lock: GPU {self.gpu}: froze {len(self._frozen)} other submission(s) of "
+                      f"{len(others)} registered ({', '.join(entry['frozen'])}); GPU {drained}",
+                      file=sys.stderr, flush=True)
                 self.history.append(entry)
                 yield
             finally:

@@ -142,8 +142,22 @@ class LocalRay:
 def _lock_lines(log: str) -> list[tuple[int, float | None]]:
     """(submissions frozen, drain ms or None when NVML could not tell) of every timed loop that froze others."""
     return [(int(m.group(1)), float(m.group(2)) if m.group(2) else None) for m in
-            re.finditer(r"course-gpu-lock: GPU \S+: froze (\d+) other submission\(s\) .*?; GPU "
+            re.finditer(r"course-gpu-lock: GPU \S+: froze ([1-9]\d*) other submission\(s\) .*?; GPU "
                         r"(?:drained in (\d+) ms|not checked)", log)]
+
+
+def _honest_rate(done: dict, honest: list[str], first: float | None) -> float | None:
+    """Seconds per honest submission after the first result: (last honest result - first result) / honest."""
+    times = [t for k, (t, _) in done.items() if k in honest]
+    if first is None or len(times) != len(honest) or not times:
+        return None
+    return round((max(times) - first) / len(times), 2)
+
+
+def _holds(log: str) -> list[tuple[int, int]]:
+    """(submissions frozen, submissions registered on the GPU) of every timed hold of the GPU lock."""
+    return [(int(m.group(1)), int(m.group(2))) for m in
+            re.finditer(r"course-gpu-lock: GPU \S+: froze (\d+) other submission\(s\) of (\d+) registered", log)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         n = len(subs)
         full = {k: all(r.points == r.max_points or (args.dry_run and r.status == "not_graded") for r in v[1])
                 for k, v in done.items() if k in honest}
-        timing, lock = {}, []
+        timing, lock, holds = {}, [], []
         for key in done:
             a, s = key.split("/")
             nb = work / "out" / "work" / a / s / f"{a}.ipynb"
@@ -206,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                                for r in meta.get("timing", [])]
             if log.is_file():
                 lock += _lock_lines(log.read_text())
+                holds += _holds(log.read_text())
         drains = [d for _, d in lock if d is not None]
         per_unit = students if args.part == "course" else n
         steady = (wall - first) if first is not None and len(done) == n else None
@@ -231,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
             "first_result_s": round(first, 1) if first is not None else None,
             "steady_s_per_submission": round(steady / n, 2) if steady else None,
             "steady_s_per_submission_strict": round(steady / (n - 1), 2) if steady and n > 1 else None,
+            # the honest class alone: the cheat graded with it (yan, whose own timed rounds it slows six times
+            # over) finishes last and would stand for the class's rate
+            "steady_s_per_honest_submission": _honest_rate(done, honest, first),
             "steady_s_per_student": round(steady / per_unit, 1) if steady and args.part == "course" else None,
             "target_s": TARGETS_S[args.part],
             "target_per": "student's whole course" if args.part == "course" else "submission",
@@ -243,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
                                    if r.points < r.max_points] for k, v in done.items()
                                if any(r.points < r.max_points for r in v[1])},
             "timed_rounds": timing,
-            "gpu_lock": {"timed_loops_that_froze_others": len(lock),
+            "gpu_lock": {"timed_holds": len(holds),
+                         "timed_holds_with_others_registered": sum(1 for _, n in holds if n),
+                         "timed_loops_that_froze_others": len(lock),
                          "submissions_frozen_median": statistics.median([f for f, _ in lock]) if lock else None,
                          "drain_ms_median": statistics.median(drains) if drains else None,
                          "drain_ms_max": max(drains, default=None),
