@@ -349,6 +349,7 @@ class CourseExecute(Execute):
         meta["judge_problems"] = problems
         meta["seconds"] = self._seconds  # where the grading time went (the grader's own clock)
         meta["timing"] = self._session.timing_rounds  # every timed round: graph or not, both clocks
+        meta["gpu_lock"] = self._session.gpu_lock.history  # every timed hold: who else was registered, frozen, drained
         self.set_widgets_metadata()
         return self.nb, self.resources
 

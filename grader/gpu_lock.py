@@ -172,7 +172,8 @@ class GpuLock:
                 if others:
                     watchdog = _start_watchdog(self.folder, self.gpu)
                 self._frozen = self._freeze(others, judge=True)
-                entry = {"frozen": [f"{h['name']}:{h['mode']}" for h in self._frozen], "drain_ms": 0.0}
+                entry = {"registered": len(others), "frozen": [f"{h['name']}:{h['mode']}" for h in self._frozen],
+                         "drain_ms": 0.0}
                 drained = "not drained (nothing frozen)"
                 if self._frozen:
                     own = self._freeze(mine, judge=False)  # its own queued work must drain too ...

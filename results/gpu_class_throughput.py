@@ -52,7 +52,8 @@ TARGETS_S = {"03": 6.0, "09": 30.0, "course": 120.0}   # issue 16: per submissio
 BACKGROUND = "yan_background_gpu_thread"
 
 
-def build_class(part: str, work: Path, copies: int, students: int) -> tuple[list, list[str], list[str]]:
+def build_class(part: str, work: Path, copies: int, students: int,
+                only: list[str] | None = None) -> tuple[list, list[str], list[str]]:
     """(submissions, honest student names, other student names)."""
     from grader.autograde import find_submissions
     from grader.course import assignments
@@ -60,7 +61,7 @@ def build_class(part: str, work: Path, copies: int, students: int) -> tuple[list
     from tests.safety.transforms import SAFETY_ANSWERS
 
     subs, honest, others = [], [], []
-    chapters = {"03": ["03_vector_add"], "09": ["09_attention"], "course": assignments()}[part]
+    chapters = {"03": ["03_vector_add"], "09": ["09_attention"], "course": only or assignments()}[part]
     for a in chapters:
         built = work / "built" / a
         build_submissions(a, built)
@@ -163,6 +164,7 @@ def _holds(log: str) -> list[tuple[int, int]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("part", choices=["03", "09", "course"])
+    p.add_argument("--chapters", default="", help="course: only these chapters (ids, comma-separated)")
     p.add_argument("--copies", type=int, default=None, help="honest copies (03: 24, 09: 20)")
     p.add_argument("--students", type=int, default=3, help="course: students handing in every chapter")
     p.add_argument("--workers", type=int, default=None,
@@ -187,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     args.workers = args.workers or {"03": 8, "09": 10, "course": 9}[args.part]
     students = 1 if args.dry_run and args.part == "course" else args.students
     work = Path(tempfile.mkdtemp(prefix="gpu-throughput-"))
-    subs, honest, others = build_class(args.part, work, copies, students)
+    subs, honest, others = build_class(args.part, work, copies, students,
+                                       [c for c in args.chapters.split(",") if c] or None)
     name = args.name or (args.part + ("_ray" if args.ray else "") + ("_dry_run" if args.dry_run else ""))
     out_file = Path(args.out) / f"gpu_class_throughput_{name}.json"
     command = "python results/gpu_class_throughput.py " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -216,9 +219,13 @@ def main(argv: list[str] | None = None) -> int:
             log = work / "out" / "work" / a / s / "autograde.log"
             if nb.is_file():
                 meta = json.loads(nb.read_text()).get("metadata", {}).get("course_grader", {})
+                for hold in meta.get("gpu_lock", []):  # the judge's own record of each timed hold
+                    holds.append((len(hold.get("frozen", [])), int(hold.get("registered", 0))))
+                    if hold.get("frozen"):
+                        lock.append((len(hold["frozen"]), hold.get("drain_ms")))
                 timing[key] = [{k: r.get(k) for k in ("what", "round", "calls", "graph", "reported_ms", "judged_ms")}
                                for r in meta.get("timing", [])]
-            if log.is_file():
+            if log.is_file() and not (nb.is_file() and "gpu_lock" in meta):  # runs before the metadata had it
                 lock += _lock_lines(log.read_text())
                 holds += _holds(log.read_text())
         drains = [d for _, d in lock if d is not None]
