@@ -131,16 +131,14 @@ def add_rmsnorm_weight_late(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, n_rows, n_cols, e
     col_ok = cols < n_cols
     inside = (rows < n_rows)[:, None] & col_ok[None, :]
     offsets = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
-    once = "evict_first" if STREAM else ""
-    store_hint = ".cs" if STREAM else ""
-    x = tl.load(x_ptr + offsets, mask=inside, other=0.0, eviction_policy=once).to(tl.float32)
-    r = tl.load(r_ptr + offsets, mask=inside, other=0.0, eviction_policy=once).to(tl.float32)
+    x = tl.load(x_ptr + offsets, mask=inside, other=0.0, eviction_policy="evict_first" if STREAM else "").to(tl.float32)
+    r = tl.load(r_ptr + offsets, mask=inside, other=0.0, eviction_policy="evict_first" if STREAM else "").to(tl.float32)
     h = x + r
-    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=store_hint)
+    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=".cs" if STREAM else "")
     inv_rms = tl.math.rsqrt(tl.sum(h * h, axis=1) / n_cols + eps)
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     tl.store(y_ptr + offsets, (h * inv_rms[:, None] * w[None, :]).to(y_ptr.dtype.element_ty), mask=inside,
-             cache_modifier=store_hint)
+             cache_modifier=".cs" if STREAM else "")
 
 
 @triton.jit
@@ -553,7 +551,8 @@ def run_sweep(args) -> int:
               f"{time.perf_counter() - t_shape:.1f} s]", flush=True)
         torch.cuda.empty_cache()
     record["skipped_for_time"] = skipped
-    fits = {kind: fit_rule([s for s in done if s.kind == kind]) for kind in CHAPTER if any(s.kind == kind for s in done)}
+    fits = {kind: fit_rule([s for s in done if s.kind == kind]) for kind in CHAPTER
+            if any(s.kind == kind for s in done)}
     record["fitted_rule"] = fits
 
     # round 2: the finalists, both rules, the ablations, the previous reference, the peers and the copy
@@ -635,9 +634,10 @@ def summary_lines(record: dict) -> list[str]:
     for row in record["shapes"]:
         final = row["round2_median_gbps"] or row["round1_gbps"]
         peer = row["best_peer"]
-        lines.append(f"{row['kernel']} {row['rows']}x{row['width']} {row['dtype']}: reference ({row['notebook_launch']}) "
-                     f"{final.get('reference', float('nan')):.0f} GB/s, {row.get('reference_ratio_to_best_peer', 'n/a')}"
-                     f" of the best peer ({peer} {final.get(peer, float('nan')):.0f}), "
+        lines.append(f"{row['kernel']} {row['rows']}x{row['width']} {row['dtype']}: reference "
+                     f"({row['notebook_launch']}) {final.get('reference', float('nan')):.0f} GB/s, "
+                     f"{row.get('reference_ratio_to_best_peer', 'n/a')} of the best peer "
+                     f"({peer} {final.get(peer, float('nan')):.0f}), "
                      f"{row.get('reference_fraction_of_same_size_copy', 'n/a')} of a same-size copy; best launch "
                      f"{row['best_launch']} {final.get(row['best_launch'], float('nan')):.0f}; previous reference "
                      f"{final.get('previous reference', float('nan')):.0f}"
@@ -645,9 +645,9 @@ def summary_lines(record: dict) -> list[str]:
     for kind, fit in record.get("fitted_rule", {}).items():
         if "best" in fit:
             b = fit["best"]
-            lines.append(f"{kind}: fitted rule {b['constants']}, weight {b['body']}: worst {b['worst_ratio_to_best_peer']}"
-                         f" of the best peer (round 1, {b['worst_shape']}), {b['shapes_within_2pct']}/{b['shapes']}"
-                         " shapes within 2%")
+            lines.append(f"{kind}: fitted rule {b['constants']}, weight {b['body']}: worst "
+                         f"{b['worst_ratio_to_best_peer']} of the best peer (round 1, {b['worst_shape']}), "
+                         f"{b['shapes_within_2pct']}/{b['shapes']} shapes within 2%")
     return lines
 
 

@@ -4,9 +4,9 @@
 #%% roofline from-solution
 #%% fused from-solution
 #%%- replace
-    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=store_hint)  # new residual
+    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=".cs" if STREAM else "")
 #%%- with
-    tl.store(r_ptr + offsets, h.to(r_ptr.dtype.element_ty), mask=inside, cache_modifier=store_hint)  # h into residual
+    tl.store(r_ptr + offsets, h.to(r_ptr.dtype.element_ty), mask=inside)  # h in place, into residual
 #%%- replace
     return y, h
 #%%- with

@@ -4,7 +4,7 @@
 #%% roofline from-solution
 #%% fused from-solution
 #%%- replace
-    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=store_hint)  # new residual
+    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=".cs" if STREAM else "")
 #%%- with
-    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=store_hint)  # new residual
-    tl.store(r_ptr + offsets, h.to(r_ptr.dtype.element_ty), mask=inside, cache_modifier=store_hint)  # and in place
+    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=".cs" if STREAM else "")
+    tl.store(r_ptr + offsets, h.to(r_ptr.dtype.element_ty), mask=inside)  # ... and in place, for the caller
