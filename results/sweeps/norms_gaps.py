@@ -16,7 +16,8 @@ torch.compile and Liger-Kernel, or under 90% of a same-size copy, and their neig
 * ``rowsR/wW[ hints]``: the notebook's own kernel (``rmsnorm_kernel`` of 06, ``add_rmsnorm_kernel`` of 08) with R
   rows per program, W warps, with and without cache hints (STREAM), always told the rows' alignment (ALIGN);
 * ``... w-late``: the same launch of a copy of that kernel that loads the weight after the reduction instead of
-  with the rows (fewer registers held across the reduction, the weight's latency after it);
+  with the rows (fewer registers held across the reduction, the weight's latency after it), at the launches the
+  rule gives with at least 4 warps;
 * ``reference``: the notebook's launcher as students call it (its launch rule); ``reference, no ALIGN``: the
   same launch without the alignment promise (at widths that are not multiples of 16 elements);
 * ``previous reference``: the kernel and launch rule measured in results/peers.json (before this sweep);
@@ -92,6 +93,9 @@ ROWS_CHOICES, WARPS_CHOICES = (1, 2, 4, 8, 16, 32), (1, 2, 4, 8, 16)
 RULE_GRID = {"TILE_BYTES": (1024, 2048, 4096, 8192), "BYTES_PER_THREAD": (16, 32, 64, 128, 256),
              "MIN_WARPS": (1, 2, 4), "STREAM_ROW_BYTES": (0, 1024, 2048, 4096, 1 << 30)}
 BODIES = ("early", "late")   # the notebook's kernel (weight loaded with the rows) or the w-late copy
+#: The w-late copy is timed at the launches of this smaller grid only (Triton's default warps at least; hints on
+#: rows of up to 2 KB, or never).
+LATE_GRID = {"MIN_WARPS": (4,), "STREAM_ROW_BYTES": (0, 2048)}
 BIG = 64 * 2**20             # traffic from which a memory-bound kernel must reach 90% of a same-size copy
 EPS = 1e-6
 
@@ -262,10 +266,13 @@ def notebook_constants(ns: dict) -> dict:
 
 
 def rule_settings() -> list[dict]:
-    """Every combination of the rule's constants searched, with the kernel body (weight early or late)."""
+    """Every combination of the rule's constants searched with the notebook's kernel body (weight loaded early);
+    with the weight loaded late, the combinations of LATE_GRID (fewer: it is the second question)."""
     names = list(RULE_GRID)
-    return [dict(zip(names, values), body=body)
-            for body in BODIES for values in itertools.product(*RULE_GRID.values())]
+    early = [dict(zip(names, values), body="early") for values in itertools.product(*RULE_GRID.values())]
+    late_grid = {**RULE_GRID, **LATE_GRID}
+    late = [dict(zip(names, values), body="late") for values in itertools.product(*late_grid.values())]
+    return early + late
 
 
 def variant_name(rows: int, warps: int, stream: bool, body: str = "early", align: bool = True) -> str:
@@ -519,7 +526,7 @@ def run_sweep(args) -> int:
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
               "liger_kernel": _version("liger-kernel"), "method": METHOD,
-              "rounds": {"round1": FIRST_ROUNDS, "round2": FINAL_ROUNDS}, "rule_grid": {**RULE_GRID, "body": BODIES},
+              "rounds": {"round1": FIRST_ROUNDS, "round2": FINAL_ROUNDS}, "rule_grid": {**RULE_GRID, "body": BODIES, "w-late only with": LATE_GRID},
               "notebook_constants": {k: notebook_constants(ns) for k, ns in namespaces.items()}, "shapes": []}
     if not args.no_precompile:
         record["precompile"] = precompile(compile_jobs(namespaces, shapes_todo))
