@@ -47,6 +47,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import random
 import re
 import statistics
 import sys
@@ -65,6 +66,7 @@ import triton_course  # noqa: E402  -- picks the backend (the interpreter withou
 
 import nbformat  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
@@ -93,6 +95,8 @@ ROWS_CHOICES, WARPS_CHOICES = (1, 2, 4, 8, 16, 32), (1, 2, 4, 8, 16)
 RULE_GRID = {"TILE_BYTES": (1024, 2048, 4096, 8192), "BYTES_PER_THREAD": (16, 32, 64, 128, 256),
              "MIN_WARPS": (1, 2, 4), "STREAM_ROW_BYTES": (0, 1024, 2048, 4096, 1 << 30)}
 BODIES = ("early", "late")   # the notebook's kernel (weight loaded with the rows) or the w-late copy
+#: The shapes the dry run rehearses the report on.
+REHEARSAL = ["rmsnorm 262144x64 float16", "rmsnorm 32768x1000 float16", "add_rmsnorm 32768x1000 float16"]
 #: The w-late copy is timed at the launches of this smaller grid only (Triton's default warps at least; hints on
 #: rows of up to 2 KB, or never).
 LATE_GRID = {"MIN_WARPS": (4,), "STREAM_ROW_BYTES": (0, 2048)}
@@ -421,8 +425,8 @@ def precompile(jobs: list[tuple]) -> dict:
 class Shape:
     """One shape's inputs, functions and results across the two rounds."""
 
-    def __init__(self, kind: str, m: int, n: int, dtype: torch.dtype, ns: dict, peers, lt):
-        self.kind, self.m, self.n, self.dtype, self.ns = kind, m, n, dtype, ns
+    def __init__(self, kind: str, m: int, n: int, dtype: torch.dtype, ns: dict, peers, lt, simulate: bool = False):
+        self.kind, self.m, self.n, self.dtype, self.ns, self.simulate = kind, m, n, dtype, ns, simulate
         self.key = shape_key(kind, m, n, dtype)
         self.element = torch.empty(0, dtype=dtype).element_size()
         self.nbytes = peers.traffic(kind, m, n, self.element)
@@ -430,7 +434,12 @@ class Shape:
         self.make = peers.inputs(kind, m, n, dtype)
         self.specs = variants(kind, ns, m, n, self.element)
         self.align = ns["row_alignment"](n, self.element, n, n)
-        self.peer_fns = peers.peers(kind, n, dtype, lt)
+        self.peer_fns = peers.peers(kind, n, dtype, lt) if not simulate else {"torch eager": (
+            (lambda x, w: F.rms_norm(x, (n,), w, EPS)) if kind == "rmsnorm" else
+            (lambda x, r, w: (F.rms_norm(x + r, (n,), w, EPS),)))}
+        if simulate:   # the dry run's rehearsal of the report: 5 rows on this device, made-up times
+            cpu_dtype = F16 if dtype is BF16 and not torch.cuda.is_available() else dtype
+            self.make = lambda: _inputs(kind, 5, n, cpu_dtype, "cuda" if torch.cuda.is_available() else "cpu")
         prev, self.previous_name = previous_fn(kind, m, n)
         self.fns = {name: variant_fn(kind, ns, n, spec) for name, spec in self.specs.items()}
         self.fns.update({"reference": ns[LAUNCHER[kind]], "previous reference": prev, **self.peer_fns})
@@ -452,6 +461,10 @@ class Shape:
     def time(self, names: list[str], rounds: int) -> dict[str, list[float]]:
         from triton_course.bench import steady_rounds
 
+        if self.simulate:
+            rng = random.Random(len(names) * rounds)
+            return {k: [self.nbytes / 1e6 / (3000 + 1000 * rng.random()) for _ in range(rounds)]
+                    for k in names if k in self.fns}
         return steady_rounds({k: self.fns[k] for k in names if k in self.fns}, self.make, rounds=rounds)
 
     def launch_of(self, constants: dict, body: str) -> str:
@@ -480,12 +493,15 @@ def check_all(fns: dict, kind: str, args: tuple, peers) -> dict[str, str | None]
 
 
 def fit_rule(shapes: list[Shape]) -> dict:
-    """The rule's constants that maximise the worst ratio to the best peer over these shapes (round 1), then
-    the mean ratio; with the ten best settings and where the notebook's constants stand."""
+    """The rule's constants that meet issue 15's targets at the most shapes (round 1: within 2% of the best peer,
+    and at 64 MiB or more of traffic at least 90% of a same-size copy), then have the best worst ratio to the best
+    peer, then the best mean ratio (ratios to 0.1%, so that settings apart by noise tie), then change the fewest
+    of the notebook's constants (no change for nothing); with the ten best settings and where the notebook's stand."""
+    mine = notebook_constants(shapes[0].ns)
     scored = []
     for setting in rule_settings():
         constants = {k: setting[k] for k in RULE_GRID}
-        ratios = {}
+        ratios, met = {}, 0
         for s in shapes:
             peer = s.best_peer(s.round1)
             launch = s.launch_of(constants, setting["body"])
@@ -493,24 +509,31 @@ def fit_rule(shapes: list[Shape]) -> dict:
                 ratios = None
                 break
             ratios[s.key] = s.round1[launch] / s.round1[peer]
+            copy = s.round1.get("same-size copy")
+            met += ratios[s.key] >= 0.98 and (s.nbytes < BIG or not copy or s.round1[launch] >= 0.9 * copy)
         if ratios:
-            scored.append({"constants": constants, "body": setting["body"],
+            scored.append({"constants": constants, "body": setting["body"], "shapes_meeting_targets": met,
                            "worst_ratio_to_best_peer": round(min(ratios.values()), 4),
                            "mean_ratio_to_best_peer": round(statistics.fmean(ratios.values()), 4),
                            "shapes_within_2pct": sum(r >= 0.98 for r in ratios.values()), "shapes": len(ratios),
-                           "worst_shape": min(ratios, key=ratios.get)})
+                           "worst_shape": min(ratios, key=ratios.get),
+                           "is_notebook_now": constants == mine and setting["body"] == "early",
+                           "constants_as_in_notebook": sum(constants[k] == mine[k] for k in constants)
+                           + (setting["body"] == "early")})
     if not scored:
         return {"note": "no setting could be scored (a shape without peers, or a launch not timed)"}
-    scored.sort(key=lambda r: (r["worst_ratio_to_best_peer"], r["mean_ratio_to_best_peer"]), reverse=True)
-    mine = notebook_constants(shapes[0].ns)
-    current = next((r for r in scored if r["constants"] == mine and r["body"] == "early"), None)
+    scored.sort(key=lambda r: (r["shapes_meeting_targets"], round(r["worst_ratio_to_best_peer"], 3),
+                               round(r["mean_ratio_to_best_peer"], 3), r["constants_as_in_notebook"]), reverse=True)
+    current = next((r for r in scored if r["is_notebook_now"]), None)
     return {"best": scored[0], "top10": scored[:10], "notebook_now": current, "settings_scored": len(scored)}
 
 
-def run_sweep(args) -> int:
+def run_sweep(args, simulate: bool = False) -> int:
+    """The sweep (see the module's docstring); ``simulate``: the dry run's rehearsal of everything but the GPU
+    (5 rows per shape, made-up times, no compilation in workers, no PTX)."""
     from triton_course.bench import METHOD, copy_bandwidth
 
-    if not torch.cuda.is_available():
+    if not simulate and not torch.cuda.is_available():
         print("norms_gaps.py needs a CUDA GPU (or --dry-run)", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
@@ -524,14 +547,16 @@ def run_sweep(args) -> int:
     record = {"chapter": "06_rmsnorm and 08_fusion: launch shapes against torch, torch.compile and Liger-Kernel",
               "command": "python results/sweeps/norms_gaps.py" + "".join(f" --only '{o}'" for o in args.only),
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+              "device": torch.cuda.get_device_name(0) if not simulate else "none (simulated)",
+              "torch": torch.__version__, "triton": triton.__version__,
               "liger_kernel": _version("liger-kernel"), "method": METHOD,
-              "rounds": {"round1": FIRST_ROUNDS, "round2": FINAL_ROUNDS}, "rule_grid": {**RULE_GRID, "body": BODIES, "w-late only with": LATE_GRID},
+              "rounds": {"round1": FIRST_ROUNDS, "round2": FINAL_ROUNDS},
+              "rule_grid": {**RULE_GRID, "body": BODIES, "w-late only with": LATE_GRID},
               "notebook_constants": {k: notebook_constants(ns) for k, ns in namespaces.items()}, "shapes": []}
-    if not args.no_precompile:
+    if not args.no_precompile and not simulate:
         record["precompile"] = precompile(compile_jobs(namespaces, shapes_todo))
         print(f"precompiled: {record['precompile']}", flush=True)
-    record["copy_gbps"] = round(copy_bandwidth(), 1)
+    record["copy_gbps"] = round(copy_bandwidth(), 1) if not simulate else None
 
     def save() -> None:
         record["seconds"] = round(time.perf_counter() - t0, 1)
@@ -545,7 +570,7 @@ def run_sweep(args) -> int:
             skipped.append(shape_key(kind, m, n, dtype))
             continue
         t_shape = time.perf_counter()
-        s = Shape(kind, m, n, dtype, namespaces[kind], peers, lt)
+        s = Shape(kind, m, n, dtype, namespaces[kind], peers, lt, simulate)
         s.check()
         times = s.time(list(s.fns), FIRST_ROUNDS)
         s.round1 = {k: s.rate(k, statistics.median(v)) for k, v in times.items()}
@@ -585,7 +610,7 @@ def run_sweep(args) -> int:
         record["shapes"].append(shape_record(s, fits))
         save()
         torch.cuda.empty_cache()
-    record["ptx"] = ptx_evidence(namespaces)
+    record["ptx"] = ptx_evidence(namespaces) if not simulate else {}
     record["summary"] = summary_lines(record)
     save()
     print_table(record)
@@ -659,17 +684,19 @@ def summary_lines(record: dict) -> list[str]:
 
 
 def print_table(record: dict) -> None:
-    print(f"\n{'shape':<30}{'reference':>22}{'GB/s':>7}{'best launch':>28}{'GB/s':>7}{'best peer':>26}{'GB/s':>7}"
-          f"{'copy':>7}{'ref/peer':>9}{'ref/copy':>9}")
+    nan = float("nan")
+    print(f"\n{'shape (GB/s)':<30}{'reference':>22}{'':>6}{'fitted rule':>24}{'':>6}{'best launch':>30}{'':>6}"
+          f"{'best peer':>22}{'':>6}{'copy':>6}{'ref/peer':>9}{'ref/copy':>9}{'fit/peer':>9}")
     for row in record["shapes"]:
         final = row["round2_median_gbps"] or row["round1_gbps"]
-        peer = row["best_peer"]
+        peer, fitted = row["best_peer"], row["fitted_launch"]
         print(f"{row['kernel'] + ' ' + str(row['rows']) + 'x' + str(row['width']) + ' ' + row['dtype']:<30}"
-              f"{row['notebook_launch']:>22}{final.get('reference', float('nan')):>7.0f}{str(row['best_launch']):>28}"
-              f"{final.get(row['best_launch'], float('nan')):>7.0f}{str(peer)[:25]:>26}"
-              f"{final.get(peer, float('nan')):>7.0f}{final.get('same-size copy', float('nan')):>7.0f}"
-              f"{row.get('reference_ratio_to_best_peer', float('nan')):>9.3f}"
-              f"{row.get('reference_fraction_of_same_size_copy', float('nan')):>9.3f}"
+              f"{row['notebook_launch']:>22}{final.get('reference', nan):>6.0f}{str(fitted):>24}"
+              f"{final.get(fitted, nan):>6.0f}{str(row['best_launch']):>30}{final.get(row['best_launch'], nan):>6.0f}"
+              f"{str(peer)[:21]:>22}{final.get(peer, nan):>6.0f}{final.get('same-size copy', nan):>6.0f}"
+              f"{row.get('reference_ratio_to_best_peer', nan):>9.3f}"
+              f"{row.get('reference_fraction_of_same_size_copy', nan):>9.3f}"
+              f"{final.get(fitted, nan) / final.get(peer, nan) if peer in final else nan:>9.3f}"
               + ("  FLAG" if row["flags"] else ""))
     for kind, fit in record.get("fitted_rule", {}).items():
         if "best" not in fit:
@@ -679,7 +706,8 @@ def print_table(record: dict) -> None:
         print(f"\n{kind} ({CHAPTER[kind]}): the rule's constants, fitted on round 1 (worst ratio to the best peer, "
               "then the mean):")
         for r in fit["top10"][:5]:
-            print(f"  {r['constants']} weight {r['body']}: worst {r['worst_ratio_to_best_peer']} "
+            print(f"  {r['constants']} weight {r['body']}: {r['shapes_meeting_targets']}/{r['shapes']} shapes meet "
+                  f"the targets; worst {r['worst_ratio_to_best_peer']} "
                   f"({r['worst_shape']}), mean {r['mean_ratio_to_best_peer']}, {r['shapes_within_2pct']}/{r['shapes']}"
                   " within 2%")
         if now:
@@ -706,9 +734,8 @@ def _version(dist: str) -> str | None:
 
 def dry_run(args) -> int:
     """Build every shape's variants, check a sample at a few rows (on the interpreter without a GPU), and run the
-    rule's fit on made-up rates: the plan, and the code paths the GPU run takes, without timing anything."""
-    import random
-
+    GPU run's reporting (both rounds, the fit, the table, the JSON) on made-up times at a few shapes: the plan, and
+    the code paths the GPU run takes, without timing anything."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     namespaces = {kind: notebook_code(kind) for kind in CHAPTER}
     peers = peers_module()
@@ -716,8 +743,6 @@ def dry_run(args) -> int:
     jobs = compile_jobs(namespaces, shapes_todo)
     print(f"dry run on {device}: {len(shapes_todo)} shapes, {len(jobs)} compile jobs "
           f"({sum(j[0] == 'peers' for j in jobs)} of peers), {len(rule_settings())} rule settings to score")
-    rng = random.Random(0)
-    fake: list[Shape] = []
     ok = True
     for kind, m, n, dtype in shapes_todo:
         key = shape_key(kind, m, n, dtype)
@@ -746,22 +771,19 @@ def dry_run(args) -> int:
         print(f"{key:<30} ALIGN {ns['row_alignment'](n, element, n, n)}  "
               f"{len(specs):>3} variants, {len(verdicts)} checked at {small} rows: "
               f"{'all correct' if not wrong else wrong}; the notebook's rule: {mine}", flush=True)
-        s = types.SimpleNamespace(kind=kind, key=shape_key(kind, m, n, dtype), ns=ns, m=m, n=n, element=element,
-                                  specs=specs, peer_fns={"torch.compile": None, "Liger": None})
-        s.round1 = {name: 3000 + rng.random() * 1000 for name in specs}
-        s.round1.update({"torch.compile": 3600.0, "Liger": 3500.0, "same-size copy": 3700.0, "reference": 3650.0})
-        s.launch_of = types.MethodType(Shape.launch_of, s)
-        s.best_peer = types.MethodType(Shape.best_peer, s)
-        fake.append(s)
-    for kind in sorted({s.kind for s in fake}, key=list(CHAPTER).index):
-        fit = fit_rule([s for s in fake if s.kind == kind])
-        if "best" not in fit:
-            ok = False
-            print(f"{kind}: the fit failed: {fit}")
-            continue
-        print(f"{kind}: the fit on made-up rates ran ({fit['settings_scored']} settings scored; the notebook's "
-              f"constants {'were' if fit['notebook_now'] else 'were NOT'} among them)")
-        ok &= fit["notebook_now"] is not None
+    # the GPU run's reporting (both rounds, the fit, the table, the JSON), rehearsed on made-up times
+    rehearsal = [k for k in REHEARSAL if not args.only or any(o in k for o in args.only)]
+    if rehearsal:
+        out = Path(os.environ.get("TMPDIR", "/tmp")) / "norms_gaps_dry_run.json"
+        sim = types.SimpleNamespace(only=rehearsal, no_precompile=True, budget_s=600.0, out=out)
+        with contextlib.redirect_stdout(io.StringIO()) as report:
+            code = run_sweep(sim, simulate=True)
+        record = json.loads(out.read_text())
+        fitted = {k: v.get("best", {}).get("constants") for k, v in record["fitted_rule"].items()}
+        expected = [s for s in SHAPES if any(o in shape_key(*s) for o in rehearsal)]
+        ok &= code == 0 and len(record["shapes"]) == len(expected) and all(fitted.values())
+        print(f"rehearsal of the report on made-up times ({len(expected)} shapes): {len(report.getvalue())} "
+              f"characters printed, {len(record['shapes'])} shapes recorded in {out}, fitted {fitted}")
     return 0 if ok else 1
 
 
