@@ -305,9 +305,10 @@ class _Recorder:
         return run
 
 
-def launch_paths(chapter: str, kernels: dict[str, tuple[int, int]], grade_ids: tuple[str, ...]) -> dict:
+def launch_paths(chapter: str, kernels: dict[str, tuple[int, int]], grade_ids: tuple[str, ...]) -> tuple[dict, set]:
     """Run the hidden test cells ``grade_ids`` of ``chapter``'s solution with each kernel of ``kernels`` ({name:
-    (index of the rows argument, index of the row length)}) recorded; return {kernel: set of paths taken}."""
+    (index of the rows argument, index of the row length)}) recorded; return ({kernel: set of paths taken}, the
+    paths the launch rule can take on a GPU with the notebook's constants)."""
     import contextlib
     import io
 
@@ -339,7 +340,7 @@ def launch_paths(chapter: str, kernels: dict[str, tuple[int, int]], grade_ids: t
                 taken.add("ALIGN=1" if meta["ALIGN"] == 1 else "ALIGN>1")
                 taken.add("ALIGN>1 on a row that is not a multiple of 16" if meta["ALIGN"] > 1 and n % 16 else "")
         paths[name] = taken - {""}
-    return paths
+    return paths, rule_paths(ns)
 
 
 EVERY_PATH = {"one row", "several rows, ragged last program", "masked tail", "full block",
@@ -347,14 +348,28 @@ EVERY_PATH = {"one row", "several rows, ragged last program", "masked tail", "fu
               "ALIGN>1 on a row that is not a multiple of 16"}
 
 
+def rule_paths(ns: dict) -> set:
+    """The paths of EVERY_PATH that the launch rule can take with the notebook's constants (rows of 1 to 65536
+    elements of 2 or 4 bytes): cache hints only if some row is short enough, several rows only if some is."""
+    paths = set(EVERY_PATH)
+    if ns["STREAM_ROW_BYTES"] < 2:
+        paths.discard("STREAM=True")
+    if ns["STREAM_ROW_BYTES"] >= 65536 * 4:
+        paths.discard("STREAM=False")
+    if ns["TILE_BYTES"] < 4:
+        paths -= {"several rows, ragged last program", "ragged rows and masked tail at once"}
+    return paths
+
+
 def test_hidden_tests_reach_every_launch_path_the_rule_takes_on_a_gpu():
     """The launch rule stacks short rows (a ragged last program), streams them (cache hints) and promises the
     compiler an alignment: under the interpreter the hidden tests take every one of those paths, so a kernel
     wrong on one of them loses points here as it would on a GPU."""
-    paths = launch_paths(CHAPTER, {"rmsnorm_kernel": (3, 4), "rmsnorm_rstd_kernel": (4, 5)},
-                         ("test_rmsnorm_shapes", "test_rmsnorm_strided", "test_rmsnorm_fp16", "test_rmsnorm_eps",
-                          "test_rmsnorm_rstd"))
-    assert paths["rmsnorm_kernel"] >= EVERY_PATH, EVERY_PATH - paths["rmsnorm_kernel"]
+    paths, possible = launch_paths(CHAPTER, {"rmsnorm_kernel": (3, 4), "rmsnorm_rstd_kernel": (4, 5)},
+                                   ("test_rmsnorm_shapes", "test_rmsnorm_strided", "test_rmsnorm_fp16",
+                                    "test_rmsnorm_eps", "test_rmsnorm_rstd"))
+    assert possible >= EVERY_PATH - {"STREAM=True", "STREAM=False"}, possible
+    assert paths["rmsnorm_kernel"] >= possible, possible - paths["rmsnorm_kernel"]
     assert paths["rmsnorm_rstd_kernel"] >= {"one row", "several rows, ragged last program", "masked tail",
                                             "ragged rows and masked tail at once"}, paths["rmsnorm_rstd_kernel"]
 
