@@ -240,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": command,
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "device": torch.cuda.get_device_name(0) if gpus else "none (dry run, Triton interpreter)",
+            "torch": torch.__version__, "triton": triton.__version__,
             "gpus": gpus,
             "cpu_cores": os.cpu_count(),
             "versions": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,

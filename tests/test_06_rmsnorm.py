@@ -283,3 +283,184 @@ def test_main_path_is_at_most_1800_words_with_gpu_detail_in_an_appendix():
                 break
             words += len(cell.source.split())
     assert appendix and words <= 1800, words
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The launch rule: the hidden tests reach every path it takes on a GPU; its constants are the sweep's; ALIGN
+# turns 2-byte loads into 16-byte ones
+# ---------------------------------------------------------------------------------------------------------------
+
+class _Recorder:
+    """Stands in for a kernel: records each launch's grid, arguments and meta-parameters, then launches it."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, []
+
+    def __getitem__(self, grid):
+        launch = self.kernel[grid]
+
+        def run(*args, **meta):
+            self.launches.append((grid, args, meta))
+            return launch(*args, **meta)
+        return run
+
+
+def launch_paths(chapter: str, kernels: dict[str, tuple[int, int]], grade_ids: tuple[str, ...]) -> tuple[dict, set]:
+    """Run the hidden test cells ``grade_ids`` of ``chapter``'s solution with each kernel of ``kernels`` ({name:
+    (index of the rows argument, index of the row length)}) recorded; return ({kernel: set of paths taken}, the
+    paths the launch rule can take on a GPU with the notebook's constants)."""
+    import contextlib
+    import io
+
+    import nbformat
+
+    from grader.course import solution_notebook
+    from grader.notebook_code import load_namespace
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        ns = load_namespace(solution_notebook(chapter))
+    recorders = {name: _Recorder(ns[name]) for name in kernels}
+    ns.update(recorders)
+    for cell in nbformat.read(solution_notebook(chapter), as_version=4).cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in grade_ids:
+            exec(cell.source, ns)
+    paths = {}
+    for name, (rows_at, cols_at) in kernels.items():
+        taken = set()
+        for _grid, args, meta in recorders[name].launches:
+            m, n, rows = args[rows_at], args[cols_at], meta["ROWS"]
+            taken.add("several rows, ragged last program" if rows > 1 and m % rows else
+                      "several rows" if rows > 1 else "one row")
+            taken.add("masked tail" if n < meta["BLOCK_N"] else "full block")
+            if rows > 1 and m % rows and n < meta["BLOCK_N"]:
+                taken.add("ragged rows and masked tail at once")
+            if "STREAM" in meta:
+                taken.add(f"STREAM={bool(meta['STREAM'])}")
+            if "ALIGN" in meta:
+                taken.add("ALIGN=1" if meta["ALIGN"] == 1 else "ALIGN>1")
+                taken.add("ALIGN>1 on a row that is not a multiple of 16" if meta["ALIGN"] > 1 and n % 16 else "")
+        paths[name] = taken - {""}
+    return paths, rule_paths(ns)
+
+
+EVERY_PATH = {"one row", "several rows, ragged last program", "masked tail", "full block",
+              "ragged rows and masked tail at once", "STREAM=True", "STREAM=False", "ALIGN=1", "ALIGN>1",
+              "ALIGN>1 on a row that is not a multiple of 16"}
+
+
+def rule_paths(ns: dict) -> set:
+    """The paths of EVERY_PATH that the launch rule can take with the notebook's constants (rows of 1 to 65536
+    elements of 2 or 4 bytes): cache hints only if some row is short enough, several rows only if some is."""
+    paths = set(EVERY_PATH)
+    if ns["STREAM_ROW_BYTES"] < 2:
+        paths.discard("STREAM=True")
+    if ns["STREAM_ROW_BYTES"] >= 65536 * 4:
+        paths.discard("STREAM=False")
+    if ns["TILE_BYTES"] < 4:
+        paths -= {"several rows, ragged last program", "ragged rows and masked tail at once"}
+    return paths
+
+
+def test_hidden_tests_reach_every_launch_path_the_rule_takes_on_a_gpu():
+    """The launch rule stacks short rows (a ragged last program), streams them (cache hints) and promises the
+    compiler an alignment: under the interpreter the hidden tests take every one of those paths, so a kernel
+    wrong on one of them loses points here as it would on a GPU."""
+    paths, possible = launch_paths(CHAPTER, {"rmsnorm_kernel": (3, 4), "rmsnorm_rstd_kernel": (4, 5)},
+                                   ("test_rmsnorm_shapes", "test_rmsnorm_strided", "test_rmsnorm_fp16",
+                                    "test_rmsnorm_eps", "test_rmsnorm_rstd"))
+    assert possible >= EVERY_PATH - {"STREAM=True", "STREAM=False"}, possible
+    assert paths["rmsnorm_kernel"] >= possible, possible - paths["rmsnorm_kernel"]
+    assert paths["rmsnorm_rstd_kernel"] >= {"one row", "several rows, ragged last program", "masked tail",
+                                            "ragged rows and masked tail at once"}, paths["rmsnorm_rstd_kernel"]
+
+
+RULE_CONSTANTS = ("TILE_BYTES", "BYTES_PER_THREAD", "MIN_WARPS", "STREAM_ROW_BYTES")
+
+
+def notebook_rule_constants(chapter: str) -> dict:
+    """The launch rule's constants as the solution notebook assigns them (read, not executed)."""
+    import ast
+
+    import nbformat
+
+    from grader.course import solution_notebook
+
+    found = {}
+    for cell in nbformat.read(solution_notebook(chapter), as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.Assign):
+                targets = node.targets[0].elts if isinstance(node.targets[0], ast.Tuple) else node.targets
+                values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+                for target, value in zip(targets, values):
+                    if getattr(target, "id", None) in RULE_CONSTANTS:
+                        found[target.id] = ast.literal_eval(value)
+    return found
+
+
+@pytest.mark.parametrize("chapter, kind", [("06_rmsnorm", "rmsnorm"), ("08_fusion", "add_rmsnorm")])
+def test_launch_rule_constants_are_the_ones_the_h200_sweep_fitted(chapter, kind):
+    path = ROOT / "results" / "norms_gaps_sweep.json"
+    constants = notebook_rule_constants(chapter)
+    assert set(constants) == set(RULE_CONSTANTS), constants
+    if not path.exists():
+        pytest.skip("results/norms_gaps_sweep.json is not recorded yet: run python results/sweeps/norms_gaps.py")
+    fitted = json.loads(path.read_text())["fitted_rule"][kind]["best"]
+    assert constants == fitted["constants"] and fitted["body"] == "early", (
+        f"{chapter}: the sweep fitted {fitted['constants']} (weight loaded {fitted['body']}); the notebook has "
+        f"{constants}")
+
+
+_PTX_SCRIPT = r"""
+import json, linecache, math, re, sys
+import nbformat, torch, triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+notebook, grade_id, kernel = sys.argv[1:4]
+cell = next(c for c in nbformat.read(notebook, as_version=4).cells
+            if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+linecache.cache["<solution>"] = (len(cell.source), None, cell.source.splitlines(True), "<solution>")
+ns = {"math": math, "torch": torch, "triton": triton, "tl": tl}
+exec(compile(cell.source, "<solution>", "exec"), ns)
+jit = ns[kernel]
+names = jit.arg_names
+ints = {"M", "N", "stride_x", "stride_out", "n_rows", "n_cols"}
+signature = {a: ("i32" if a in ints else "fp32" if a == "eps" else "constexpr" if a.isupper() else "*fp16")
+             for a in names}
+# pointers 16-byte aligned and 32768 rows (multiples of 16, as Triton specialises them); N = 1000 is not
+aligned = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(names) if a.endswith("_ptr") or a in ("M", "n_rows")}
+ops = {}
+for align in (1, 8):
+    constants = {"BLOCK_N": 1024, "ROWS": 1, "STREAM": False, "ALIGN": align}
+    compiled = triton.compile(ASTSource(jit, signature, constants, aligned), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": 4})
+    ops[align] = sorted(set(re.findall(r"\b(?:ld|st)\.global[\w.:]*", compiled.asm["ptx"])))
+print(json.dumps(ops))
+"""
+
+
+@pytest.mark.parametrize("chapter, grade_id, kernel", [("06_rmsnorm", "rmsnorm", "rmsnorm_kernel"),
+                                                       ("08_fusion", "fused", "add_rmsnorm_kernel")])
+def test_align_turns_two_byte_loads_into_sixteen_byte_ones(chapter, grade_id, kernel):
+    """Compiled for an H100/H200 (sm_90; no GPU needed, in a process without the interpreter), the reference kernel
+    on rows of 1000 float16 moves 2 bytes per global load and store without ALIGN and 16 with ALIGN=8: what the
+    appendix says and the sweep records on the GPU."""
+    import os
+    import subprocess
+    import sys
+
+    from grader.course import solution_notebook
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _PTX_SCRIPT, str(solution_notebook(chapter)), grade_id, kernel],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ops = json.loads(proc.stdout.strip().splitlines()[-1])
+    unaligned, aligned = ops["1"], ops["8"]
+    assert any(op.startswith("ld.global") and op.endswith(".b16") for op in unaligned), ops
+    assert any(op.startswith("st.global") and op.endswith(".b16") for op in unaligned), ops
+    assert not any(op.endswith(".b16") for op in aligned), ops
+    assert any(op.startswith("ld.global") and ".v4." in op for op in aligned), ops
+    assert any(op.startswith("st.global") and ".v4." in op for op in aligned), ops

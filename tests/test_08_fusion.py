@@ -307,3 +307,15 @@ def test_examples_fail_for_the_right_reason_through_real_autograde(tmp_path):
         eve = rec[("eve_traffic_off_by_one", test)]
         assert eve.status == "failed", (test, eve)
     assert rec[("eve_traffic_off_by_one", "test_fused_fp16")].status == "passed"
+
+
+def test_hidden_tests_reach_every_launch_path_the_rule_takes_on_a_gpu():
+    """Chapter 06's launch rule, here for the fused kernel: under the interpreter the hidden tests stack short
+    rows with a ragged last program, mask tails, stream, and promise an alignment (and not), as on a GPU. The
+    rule's constants against the sweep, and what ALIGN does to the PTX, are tested in tests/test_06_rmsnorm.py."""
+    from tests.test_06_rmsnorm import EVERY_PATH, launch_paths
+
+    paths, possible = launch_paths(CHAPTER, {"add_rmsnorm_kernel": (5, 6)},
+                                   ("test_fused_fp32", "test_fused_fp16", "test_fused_inputs_untouched"))
+    assert possible >= EVERY_PATH - {"STREAM=True", "STREAM=False"}, possible
+    assert paths["add_rmsnorm_kernel"] >= possible, possible - paths["add_rmsnorm_kernel"]

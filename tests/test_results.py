@@ -61,35 +61,6 @@ def _result(name: str) -> dict:
     return json.loads((ROOT / "results" / f"{name}.json").read_text())
 
 
-def _launch_table(chapter: str) -> dict:
-    """The LAUNCH_TABLE literal of a chapter's solution notebook (read, not executed)."""
-    import ast
-
-    import nbformat
-
-    nb = nbformat.read(ROOT / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
-    for cell in nb.cells:
-        for node in ast.walk(ast.parse(cell.source)) if cell.cell_type == "code" else ():
-            if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "LAUNCH_TABLE":
-                return ast.literal_eval(node.value)
-    raise AssertionError(f"{chapter} has no LAUNCH_TABLE")
-
-
-@pytest.mark.parametrize("chapter", ["06_rmsnorm"])   # 05 picks by a rule: tests/test_05_softmax.py checks it
-def test_launch_tables_hold_the_shapes_the_sweep_measured_fastest(chapter):
-    """Each width's (rows, warps, cache hints) is the sweep's fastest shape or within 3% of it (the spread
-    of a first-round timing); a table edited by hand, or left behind by a new sweep, fails here."""
-    sweep = _result(f"{chapter}_launch_sweep")
-    table = _launch_table(chapter)
-    assert set(map(str, table)) == set(sweep["widths"]), "the table and the sweep cover different widths"
-    for block, (rows, warps, stream) in table.items():
-        first = sweep["widths"][str(block)]["round1_gbps"]
-        name = f"{'cache hints' if stream else 'tile'} rows{rows}/w{warps}"
-        assert name in first, f"N={block}: {name} was not measured"
-        assert first[name] >= 0.97 * max(first.values()), (
-            f"N={block}: {name} measured {first[name]} GB/s, best {max(first, key=first.get)} {max(first.values())}")
-
-
 def test_softmax_reference_meets_its_claims_on_the_h200():
     r = _result("05_softmax")
     assert "H200" in r["device"] and "steady_ms" in r["method"]

@@ -7,8 +7,8 @@ At every width all implementations and a copy moving as many bytes are timed in 
 (``grader.judge_timing.best_verified_fraction_of_copy``: fresh inputs per call, a replayed CUDA graph, every
 output checked, a copy of as many bytes timed by the judge in each round) on the reference, the straightforward
 kernel and the twice-the-bytes kernel (two Triton kernels, so the judge accepts its work), and records which
-reach the notebook's target, 90% of that copy. The launch-shape sweep behind the reference's table is
-``results/sweeps/launch_sweep.py``.
+reach the notebook's target, 90% of that copy. The sweep that set the constants of the reference's launch rule
+(rows per program, num_warps, cache hints from bytes; ALIGN) is ``results/sweeps/norms_gaps.py``.
 
     python results/measure.py 06_rmsnorm          (on a GPU; about 3 minutes on an H200)
     python results/chapters/06_rmsnorm.py --dry-run   (on the CPU: the kernels of this file against the reference)

@@ -1,7 +1,8 @@
 """Fusion analysis on the GPU: the reference fused add + RMSNorm (`add_rmsnorm`, returning (y, h)) against the
 two-kernel eager chain and torch.compile, in float16, bfloat16 and float32, each beside a copy of as many bytes
 timed in the same rounds; predicted against measured speed-ups at the notebook's shapes; each eager kernel on its
-own traffic, with the CUDA kernel names the profiler saw; a small launch sweep; the calibration of the graded
+own traffic, with the CUDA kernel names the profiler saw; a small launch sweep at the graded shape (the launch
+rule's constants come from ``results/sweeps/norms_gaps.py``); the calibration of the graded
 target through the grader's own timed protocol; and the counter-example (GEMM + row softmax fused), whose
 kernel lives here, not in the notebook (it would hand chapter 09's online softmax over).
 

@@ -4,9 +4,9 @@
 #%% roofline from-solution
 #%% fused from-solution
 #%%- replace
-    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside)      # the new residual stream
+    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=".cs" if STREAM else "")
 #%%- with
-    tl.store(r_ptr + offsets, h.to(r_ptr.dtype.element_ty), mask=inside)      # h in place, into residual
+    tl.store(r_ptr + offsets, h.to(r_ptr.dtype.element_ty), mask=inside)  # h in place, into residual
 #%%- replace
     return y, h
 #%%- with

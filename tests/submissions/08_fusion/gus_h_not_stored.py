@@ -4,6 +4,6 @@
 #%% roofline from-solution
 #%% fused from-solution
 #%%- replace
-    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside)      # the new residual stream
+    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=".cs" if STREAM else "")
 #%%- with
-    pass                                                                      # h stays in registers
+    pass                                                              # h stays in registers

@@ -4,7 +4,7 @@
 #%% roofline from-solution
 #%% fused from-solution
 #%%- replace
-    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside)      # the new residual stream
+    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=".cs" if STREAM else "")
 #%%- with
-    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside)      # the new residual stream
-    tl.store(r_ptr + offsets, h.to(r_ptr.dtype.element_ty), mask=inside)      # ... and in place, for the caller
+    tl.store(h_ptr + offsets, h.to(h_ptr.dtype.element_ty), mask=inside, cache_modifier=".cs" if STREAM else "")
+    tl.store(r_ptr + offsets, h.to(r_ptr.dtype.element_ty), mask=inside)  # ... and in place, for the caller
