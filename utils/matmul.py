@@ -15,7 +15,10 @@ median time. The yardstick is the vendor library measured in the same process (c
   memory and its swizzled layout;
 * :func:`wavefronts` -- shared-memory bank conflicts of one warp's access, for the swizzling cell;
 * :func:`kernel_table`, :func:`read_kernel_name` -- the GPU kernels a call runs, and what their names say;
-* :func:`recorded_sweep` -- the H200 figures of ``results/sweeps/matmul_sweep.py``, shown beside a student's run;
+* :func:`recorded_sweep`, :func:`recorded_focus` -- the H200 figures of ``results/sweeps/matmul_sweep.py`` (and of
+  its ``--focus`` mode), shown beside a student's run;
+* :func:`compile_tma_reports` -- what the compiler made of the reference's Hopper kernel (tensor descriptors),
+  registers and spills included;
 * :func:`flops_sweep` and :func:`plot_flops` -- TFLOP/s against size for several implementations;
 * :func:`tflops_points` -- the performance check of a hidden test (a fraction of torch's TFLOP/s).
 """
@@ -613,6 +616,7 @@ def read_kernel_name(name: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------------
 
 SWEEP_FILE = "07_matmul_relu_sweep.json"
+FOCUS_FILE = "07_matmul_relu_focus.json"
 
 
 def recorded_sweep() -> tuple[dict | None, str]:
@@ -625,3 +629,15 @@ def recorded_sweep() -> tuple[dict | None, str]:
     data = json.loads(path.read_text())
     where = data.get("device", "GPU").replace("NVIDIA ", "")
     return data, f"recorded on an {where} (results/{SWEEP_FILE}, made by `{data.get('command', '?')}`)"
+
+
+def recorded_focus() -> tuple[dict | None, str]:
+    """``(results/07_matmul_relu_focus.json as a dict, "recorded on an H200 (...)")``: the reference's Hopper
+    path and its candidate tiles at the shapes where the first sweep fell short; ``(None, why)`` without it."""
+    path = RESULTS / FOCUS_FILE
+    if not path.exists():
+        return None, (f"no recorded figures yet: results/{FOCUS_FILE} is made on a GPU by "
+                      "`python results/sweeps/matmul_sweep.py --focus`")
+    data = json.loads(path.read_text())
+    where = data.get("device", "GPU").replace("NVIDIA ", "")
+    return data, f"recorded on an {where} (results/{FOCUS_FILE}, made by `{data.get('command', '?')}`)"
