@@ -373,14 +373,18 @@ def test_the_launcher_keeps_one_launch_per_shape_dtype_and_layout(ns):
     ns["matmul_relu"](*make(32, 48, 16))
     assert len(launches) == 1
     (key, (grid, meta, state)), = launches.items()
-    assert key[:3] == (32, 48, 16) and key[6] is True and key[7] == "multiples of 16, b row-major"
+    assert key[:3] == (32, 48, 16) and key[6] is True and key[7] is True   # ALIGNED; both start 16-byte aligned
     assert state is None and grid == (1 * 2,)
     assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"} <= set(meta)
-    ns["matmul_relu"](*make(24, 40, 16))                            # 24: the Hopper path
-    ns["matmul_relu"](*make(24, 40, 16, transpose_b=True))          # b = w.t(): the Hopper path, B as stored
-    ns["matmul_relu"](*make(25, 40, 17))                            # K = 17: rows 34 bytes apart, no descriptor
+    inputs = [make(24, 40, 16),                                     # 24: the Hopper path
+              make(24, 40, 16, transpose_b=True),                   # b = w.t(): the Hopper path, B as stored
+              make(25, 40, 17)]                                     # K = 17: rows 34 bytes apart, no descriptor
+    by_case = {"multiples of 16, b row-major": launches[key]}
+    for x, y in inputs:
+        ns["matmul_relu"](x, y)
+        by_case[ns["hopper_case"](x, y)] = next(v for k, v in launches.items() if k[:3] == (x.shape[0], y.shape[1],
+                                                x.shape[1]) and k[5] == y.stride())
     assert len(launches) == 4
-    by_case = {k[7]: v for k, v in launches.items()}
     assert set(by_case) == {"multiples of 16, b row-major", "a size not a multiple of 16", "b = w.t()", None}
     assert by_case["b = w.t()"][1]["B_T"] is True and by_case["a size not a multiple of 16"][1]["B_T"] is False
     assert by_case["a size not a multiple of 16"][2]["full_tiles"] == 2 and by_case[None][2] is None
@@ -420,6 +424,13 @@ def test_the_hopper_rule_names_its_case_and_its_choice(ns):
     assert case(a, b) is None                                       # a column-major
     a = torch.randn(17 * 40 + 1, dtype=torch.float16)[1:].view(17, 40)   # starts 2 bytes past an allocation
     assert not ns["tma_fits"](a, make(17, 24, 40)[1])
+    launches = ns["LAUNCHES"]                  # same shape and strides, other start: a launch of its own
+    launches.clear()
+    b = make(17, 24, 40)[1]
+    ns["matmul_relu"](make(17, 24, 40)[0], b)
+    out = ns["matmul_relu"](a, b)
+    assert [v[2] is None for v in launches.values()] == [False, True], list(launches)
+    assert torch.allclose(out.double(), torch.relu(a.double() @ b.double()), atol=1e-2, rtol=2e-3)
     assert set(ns["HOPPER_CHOICE"]) == {"b = w.t()", "a size not a multiple of 16", "multiples of 16, b row-major"}
     for choice in ns["HOPPER_CHOICE"].values():
         assert choice == "pointer" or choice in ns["GPU_TMA_TILES"], choice

@@ -210,7 +210,7 @@ def focus_variants(ns: dict, a: torch.Tensor, b: torch.Tensor, *, dry: bool) -> 
             plan = ns["tma_plan"](a, b, tile, split_tail=split)
             fns[name] = (lambda x, y, plan=plan: ns["tma_launch"](
                 x, y, torch.empty((x.shape[0], y.shape[1]), device=x.device, dtype=x.dtype), *plan))
-    case = key[-1]
+    case = ns["hopper_case"](a, b)
     choice = ns["HOPPER_CHOICE"][case] if case else "pointer"
     return {"fns": fns, "reference_config": _jsonable(meta), "case": case, "choice": choice,
             "reference_is": "pointer (tuned)" if state is None else f"tma {choice}", "split": None if state is None else [state["full_tiles"], state["split"]],
