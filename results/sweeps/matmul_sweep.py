@@ -6,8 +6,10 @@ reference was chosen from, in one run: it says which variant wins without anothe
         no new shape starts after --budget-s seconds, 420 by default, so it ends within 8 minutes)
     python results/sweeps/matmul_sweep.py --focus [--out results/07_matmul_relu_focus.json]
         (on a GPU: under 3 minutes on an H200; only the shapes where the reference was below 95% of torch, and
-        4096^3 and 8192^3 as a check, float16 and bfloat16: torch, the reference, and every candidate of the
-        Hopper path (the notebook's ``GPU_TMA_TILES``), each checked against float64 and timed; prints which wins per shape)
+        4096^3 and 8192^3 as a check, float16 and bfloat16: torch, the reference (its rule: HOPPER_CHOICE), and
+        every tile of the Hopper path (the notebook's GPU_TMA_TILES, each with the last wave split as the
+        reference splits it, the first also without), each checked against float64 and timed; prints which
+        wins per shape; no new shape starts after --budget-s seconds, 150 by default)
     python results/sweeps/matmul_sweep.py --dry-run [--focus]
         (anywhere, TRITON_INTERPRET=1 without a GPU: builds every variant, checks each one's output at small
         sizes, prints the plan; records nothing)
@@ -22,7 +24,8 @@ Shapes (float16 and bfloat16): 1024^3, 3000^3, 4096^3, 8192^3, 4000x3000x5000, 5
 * ``hints BMxBNxBK sSwW``: the notebook's kernel with ``ALIGNED`` as the launcher sets it, one fixed config
   each (the candidates for 3000^3, where the last wave decides);
 * ``tma BMxBNxBK sSwW``: the same tile loop with tensor descriptors (``tl.make_tensor_descriptor``, the TMA
-  unit on Hopper: no masks, no hints), defined here.
+  unit on Hopper: no masks, no hints), defined here: one program per tile, as in the first run (the
+  reference's own Hopper path is the notebook's persistent ``matmul_relu_tma_kernel``, timed by --focus).
 
 Every variant's output is checked against float64 first (``correct`` / ``WRONG``). Then, once:
 ``host``: Python's time per call at 1024^3 float16 (reference, the autotuner's own dispatch, torch), and
@@ -213,8 +216,8 @@ def focus_variants(ns: dict, a: torch.Tensor, b: torch.Tensor, *, dry: bool) -> 
     case = ns["hopper_case"](a, b)
     choice = ns["HOPPER_CHOICE"][case] if case else "pointer"
     return {"fns": fns, "reference_config": _jsonable(meta), "case": case, "choice": choice,
-            "reference_is": "pointer (tuned)" if state is None else f"tma {choice}", "split": None if state is None else [state["full_tiles"], state["split"]],
-            "aligned": key[6]}
+            "reference_is": "pointer (tuned)" if state is None else f"tma {choice}",
+            "split": None if state is None else [state["full_tiles"], state["split"]], "aligned": key[6]}
 
 
 def check_outputs(fns: dict, a: torch.Tensor, b: torch.Tensor) -> dict[str, str]:
