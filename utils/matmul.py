@@ -488,10 +488,10 @@ def _run_compile_driver(kernel, jobs: list[dict]) -> list[CompileReport]:
 
 
 def compile_tma_reports(kernel, cases: Sequence[dict]) -> list[CompileReport]:
-    """Compile the reference's Hopper kernel (chapter 07's ``matmul_relu_tma_kernel``: descriptors of a, b
-    and c, then c, the pieces' buffers and five integers) once per case: ``tile`` (its meta-parameters,
-    ``num_stages`` and ``num_warps`` among them), ``transpose_b``, ``split_tail``, and optionally ``dtype``
-    (float16), ``programs`` (132) and ``arch`` (90). Needs no GPU."""
+    """Compile the reference's Hopper kernel (chapter 07's ``matmul_relu_tma_kernel``: descriptors of a, b,
+    b's extra columns, c and c's extra columns, then c, the pieces' buffers and five integers) once per case:
+    ``tile`` (its meta-parameters, ``num_stages`` and ``num_warps`` among them), ``transpose_b``,
+    ``split_tail``, and optionally ``dtype`` (float16), ``programs`` (132) and ``arch`` (90). Needs no GPU."""
     jobs = []
     names = _arg_names(kernel)
     for case in cases:
@@ -500,13 +500,17 @@ def compile_tma_reports(kernel, cases: Sequence[dict]) -> list[CompileReport]:
         bm, bn, bk = tile["BLOCK_M"], tile["BLOCK_N"], tile["BLOCK_K"]
         b_t = case.get("transpose_b", False)
         half = bn // 2 if tile.get("HALVES") else bn
+        extra = tile.pop("EXTRA_N", 0)
+        e = extra or bn
         signature = {"a_desc": f"tensordesc<{dt}[{bm}, {bk}]>",
                      "b_desc": f"tensordesc<{dt}[{bn}, {bk}]>" if b_t else f"tensordesc<{dt}[{bk}, {bn}]>",
-                     "c_desc": f"tensordesc<{dt}[{bm}, {half}]>", "c_ptr": f"*{dt}", "partial_ptr": "*fp32",
-                     "count_ptr": "*i32"}
+                     "b2_desc": f"tensordesc<{dt}[{e}, {bk}]>" if b_t else f"tensordesc<{dt}[{bk}, {e}]>",
+                     "c_desc": f"tensordesc<{dt}[{bm}, {half}]>",
+                     "c2_desc": f"tensordesc<{dt}[{bm}, {extra or half}]>",
+                     "c_ptr": f"*{dt}", "partial_ptr": "*fp32", "count_ptr": "*i32"}
         num_warps, num_stages = tile.pop("num_warps"), tile.pop("num_stages")
-        constants = dict(tile, B_T=b_t, PROGRAMS=case.get("programs", 132), SPLIT_TAIL=case["split_tail"],
-                         SUB_N=min(64, bn))
+        constants = dict(tile, EXTRA_N=extra, B_T=b_t, PROGRAMS=case.get("programs", 132),
+                         SPLIT_TAIL=case["split_tail"], SUB_N=min(64, bn, extra or 64))
         for arg in names:
             if arg not in signature:
                 signature[arg] = "constexpr" if arg in constants else "i32"

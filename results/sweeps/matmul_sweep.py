@@ -84,7 +84,7 @@ FOCUS_SHAPES = [("3000^3", 3000, 3000, 3000, False), ("4000x3000x5000", 4000, 30
 #: --focus: the candidates are the notebook's GPU_TMA_TILES (matmul_relu_tma_kernel), each with the last wave
 #: split along K as the reference does, and its first tile once more without the split: name -> (tile, split).
 def focus_candidates(ns: dict, dry: bool) -> dict[str, tuple[dict, bool]]:
-    tiles = {f"tma {name}": (ns["CPU_TMA_TILE"] if dry else tile, True) for name, tile in ns["GPU_TMA_TILES"].items()}
+    tiles = {f"tma {name}": (ns["cpu_tile"](tile) if dry else tile, True) for name, tile in ns["GPU_TMA_TILES"].items()}
     first = next(iter(ns["GPU_TMA_TILES"]))
     tiles[f"tma {first}, no split"] = (tiles[f"tma {first}"][0], False)
     return tiles
@@ -215,6 +215,10 @@ def focus_variants(ns: dict, a: torch.Tensor, b: torch.Tensor, *, dry: bool) -> 
                 x, y, torch.empty((x.shape[0], y.shape[1]), device=x.device, dtype=x.dtype), *plan))
     case = ns["hopper_case"](a, b)
     choice = ns["HOPPER_CHOICE"][case] if case else "pointer"
+    if state is not None:   # the tile the launcher chose among the case's names
+        tile = ns["choose_tile"](a, b, choice)
+        choice = next(name for name in choice if tile == (ns["cpu_tile"](ns["GPU_TMA_TILES"][name]) if dry
+                                                           else ns["GPU_TMA_TILES"][name]))
     return {"fns": fns, "reference_config": _jsonable(meta), "case": case, "choice": choice,
             "reference_is": "pointer (tuned)" if state is None else f"tma {choice}",
             "split": None if state is None else [state["full_tiles"], state["split"]], "aligned": key[6]}
@@ -559,10 +563,36 @@ def run_focus(ns: dict, out: Path, do_precompile: bool, budget_s: float) -> int:
                               for r in rows},
         "wins": dict(sorted(wins.items(), key=lambda kv: -kv[1])),
         "every_variant_correct": all(v == "correct" for r in rows for v in r["check"].values()),
+        "suggested_HOPPER_CHOICE": suggest_choice(rows),
     }
     save()
     print_focus_table(record)
     return 0
+
+
+def suggest_choice(rows: list[dict]) -> dict[str, str]:
+    """Per case of the rule: the variant with the best geometric mean of its share of torch over that case's
+    shapes (both dtypes), among the Hopper-path tiles and, where the reference tuned it, the pointer kernel;
+    as a value for the notebook's HOPPER_CHOICE, with the mean."""
+    by_case: dict[str, list[dict]] = {}
+    for r in rows:
+        by_case.setdefault(str(r["case"]), []).append(r)
+    out = {}
+    for case, case_rows in by_case.items():
+        scores = {}
+        names = {v for r in case_rows for v in r["tflops"] if v.startswith("tma ") and "no split" not in v}
+        if all(r["reference_is"] == "pointer (tuned)" for r in case_rows):
+            names.add("reference")
+        for name in names:
+            ratios = [r["tflops"][name] / r["tflops"]["torch"] for r in case_rows
+                      if name in r["tflops"] and r["check"].get(name) == "correct"]
+            if len(ratios) == len(case_rows):
+                scores[name] = statistics.geometric_mean(ratios)
+        if scores:
+            best = max(scores, key=scores.get)
+            value = "'pointer'" if best == "reference" else f"({best.removeprefix('tma ')!r},)"
+            out[case] = f"{value} (mean {scores[best]:.0%} of torch over {len(case_rows)} runs)"
+    return out
 
 
 def print_focus_table(record: dict) -> None:
@@ -578,6 +608,7 @@ def print_focus_table(record: dict) -> None:
               f"{r['ratio_reference_to_torch']:>5.0%}  winner {r['fastest_triton']} {r['ratio_fastest_to_torch']:.0%}"
               f"  split {r['split']}")
     print(f"\nverdict: {json.dumps(record['verdict'], indent=1)}")
+    print(f"HOPPER_CHOICE now: {record['rule']['HOPPER_CHOICE']}")
     print(f"{record['seconds']} s in all")
 
 
