@@ -714,6 +714,20 @@ def test_recorded_sweep_holds_the_keys_the_notebook_reads():
     assert r["host"]["host_us_per_call"] and r["profile"]
 
 
+def test_recorded_focus_holds_the_keys_the_notebook_reads():
+    path = ROOT / "results" / "07_matmul_relu_focus.json"
+    if not path.exists():
+        pytest.skip("results/07_matmul_relu_focus.json not recorded yet (python results/sweeps/matmul_sweep.py --focus)")
+    r = json.loads(path.read_text())
+    assert r["command"].startswith("python results/sweeps/matmul_sweep.py --focus") and "NVIDIA" in r["device"]
+    assert r["rule"]["HOPPER_CHOICE"] and r["candidates"]
+    for row in r["shapes"]:
+        assert {"torch", "reference"} <= set(row["tflops"]) and row["dtype"] in ("float16", "bfloat16")
+        for key in ("name", "case", "reference_is", "ratio_reference_to_torch", "fastest_triton",
+                    "ratio_fastest_to_torch"):
+            assert key in row, key
+
+
 # ---------------------------------------------------------------------------------------------------
 # The speed check through the judge (its timing protocol run under the interpreter: numbers meaningless)
 # ---------------------------------------------------------------------------------------------------
