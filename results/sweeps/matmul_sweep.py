@@ -217,8 +217,9 @@ def focus_variants(ns: dict, a: torch.Tensor, b: torch.Tensor, *, dry: bool) -> 
     choice = ns["HOPPER_CHOICE"][case] if case else "pointer"
     if state is not None:   # the tile the launcher chose among the case's names
         tile = ns["choose_tile"](a, b, choice)
-        choice = next(name for name in choice if tile == (ns["cpu_tile"](ns["GPU_TMA_TILES"][name]) if dry
-                                                           else ns["GPU_TMA_TILES"][name]))
+        gpu = ns["device"].is_gpu
+        choice = next(name for name in choice if tile == (ns["GPU_TMA_TILES"][name] if gpu
+                                                           else ns["cpu_tile"](ns["GPU_TMA_TILES"][name])))
     return {"fns": fns, "reference_config": _jsonable(meta), "case": case, "choice": choice,
             "reference_is": "pointer (tuned)" if state is None else f"tma {choice}",
             "split": None if state is None else [state["full_tiles"], state["split"]], "aligned": key[6]}
@@ -599,9 +600,10 @@ def print_focus_table(record: dict) -> None:
     rows = record["shapes"]
     names = ["torch", "reference"] + [v for v in record["candidates"] if any(v in r["tflops"] for r in rows)]
     short = {v: v.replace("tma ", "").replace(", no split", " nosplit") for v in names}
-    print(f"\n{'shape':<16} {'dtype':<9}" + "".join(f"{short[v][:15]:>16}" for v in names))
+    print(f"\n{'shape':<16} {'dtype':<9}" + "".join(f"{short[v]:>{len(short[v]) + 2}}" for v in names))
     for r in rows:
-        print(f"{r['name']:<16} {r['dtype']:<9}" + "".join(f"{r['tflops'].get(v, float('nan')):>16.1f}" for v in names))
+        print(f"{r['name']:<16} {r['dtype']:<9}"
+              + "".join(f"{r['tflops'].get(v, float('nan')):>{len(short[v]) + 2}.1f}" for v in names))
     print("\nwinner per shape (fastest correct Triton variant; reference = the rule's choice):")
     for r in rows:
         print(f"  {r['name']:<16} {r['dtype']:<9} case {str(r['case']):<29} reference={r['reference_is']:<26} "
