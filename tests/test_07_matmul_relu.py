@@ -364,19 +364,31 @@ def ns():
 
 
 def test_the_launcher_keeps_one_launch_per_shape_dtype_and_layout(ns):
+    """One entry per shape, dtype and layout: (grid, meta, None) for the exercise's kernel, (grid, meta, state)
+    for the Hopper path, which the interpreter takes too (with 4 programs) where the rule sends a product."""
     launches = ns["LAUNCHES"]
     launches.clear()
-    a, b = make(24, 40, 16)
+    a, b = make(32, 48, 16)                                         # multiples of 16, b row-major: the kernel
     first = ns["matmul_relu"](a, b)
-    ns["matmul_relu"](*make(24, 40, 16))
+    ns["matmul_relu"](*make(32, 48, 16))
     assert len(launches) == 1
-    (key, (grid, meta)), = launches.items()
-    assert key[:3] == (24, 40, 16) and key[-1] is True            # multiples of 8: ALIGNED
-    assert grid == (1 * 2,) and {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"} <= set(meta)
-    ns["matmul_relu"](*make(24, 40, 16, transpose_b=True))
-    ns["matmul_relu"](*make(25, 40, 16))
-    assert len(launches) == 3
-    assert [k[-1] for k in launches] == [True, True, False]
+    (key, (grid, meta, state)), = launches.items()
+    assert key[:3] == (32, 48, 16) and key[6] is True and key[7] is True   # ALIGNED; both start 16-byte aligned
+    assert state is None and grid == (1 * 2,)
+    assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"} <= set(meta)
+    inputs = [make(24, 40, 16),                                     # 24: the Hopper path
+              make(24, 40, 16, transpose_b=True),                   # b = w.t(): the Hopper path, B as stored
+              make(25, 40, 17)]                                     # K = 17: rows 34 bytes apart, no descriptor
+    by_case = {"multiples of 16, b row-major": launches[key]}
+    for x, y in inputs:
+        ns["matmul_relu"](x, y)
+        by_case[ns["hopper_case"](x, y)] = next(v for k, v in launches.items() if k[:3] == (x.shape[0], y.shape[1],
+                                                x.shape[1]) and k[5] == y.stride())
+    assert len(launches) == 4
+    assert set(by_case) == {"multiples of 16, b row-major", "a size not a multiple of 16", "b = w.t()", None}
+    assert by_case["b = w.t()"][1]["B_T"] is True and by_case["a size not a multiple of 16"][1]["B_T"] is False
+    assert by_case["a size not a multiple of 16"][2]["full_tiles"] == 2 and by_case[None][2] is None
+    assert [k[6] for k in launches] == [True, True, True, False]
     assert torch.allclose(first.double(), torch.relu(a.double() @ b.double()), atol=1e-2, rtol=2e-3)
 
 
@@ -386,11 +398,156 @@ def test_aligned_means_every_size_and_stride_is_a_multiple_of_8(ns):
                                        ((17, 24, 40), True, False), ((16, 24, 40), True, True)):
         launches.clear()
         ns["matmul_relu"](*make(m, n, k, transpose_a=transpose))
-        assert next(iter(launches))[-1] is want, (m, n, k, transpose)
+        assert next(iter(launches))[6] is want, (m, n, k, transpose)
     launches.clear()
     a = torch.randn(16, 41, dtype=torch.float16)[:, :40]       # rows 41 elements apart
     ns["matmul_relu"](a, make(16, 24, 40)[1])
-    assert next(iter(launches))[-1] is False
+    assert next(iter(launches))[6] is False
+
+
+# ---------------------------------------------------------------------------------------------------
+# The Hopper path: the rule, the plan, and the paths the hidden tests reach
+# ---------------------------------------------------------------------------------------------------
+
+
+def _meta(m, n, k, transpose_b=False, dtype=torch.float16):
+    return make(m, n, k, transpose_b=transpose_b, dtype=dtype, device="meta")
+
+
+def test_the_hopper_rule_names_its_case_and_its_choice(ns):
+    case = ns["hopper_case"]
+    assert case(*_meta(3000, 3000, 3000)) == case(*_meta(4000, 3000, 5000)) == "a size not a multiple of 16"
+    assert case(*_meta(4096, 4096, 4096, transpose_b=True)) == case(*_meta(3000, 3000, 3000, True)) == "b = w.t()"
+    assert case(*_meta(4096, 4096, 4096)) == "multiples of 16, b row-major"
+    assert case(*_meta(30, 20, 3001)) is None                       # rows 6002 bytes apart: no descriptor
+    a, b = make(16, 24, 40, transpose_a=True)
+    assert case(a, b) is None                                       # a column-major
+    a = torch.randn(17 * 40 + 1, dtype=torch.float16)[1:].view(17, 40)   # starts 2 bytes past an allocation
+    assert not ns["tma_fits"](a, make(17, 24, 40)[1])
+    launches = ns["LAUNCHES"]                  # same shape and strides, other start: a launch of its own
+    launches.clear()
+    b = make(17, 24, 40)[1]
+    ns["matmul_relu"](make(17, 24, 40)[0], b)
+    out = ns["matmul_relu"](a, b)
+    assert [v[2] is None for v in launches.values()] == [False, True], list(launches)
+    assert torch.allclose(out.double(), torch.relu(a.double() @ b.double()), atol=1e-2, rtol=2e-3)
+    assert set(ns["HOPPER_CHOICE"]) == {"b = w.t()", "a size not a multiple of 16", "multiples of 16, b row-major"}
+    for choice in ns["HOPPER_CHOICE"].values():
+        assert choice == "pointer" or (choice and all(name in ns["GPU_TMA_TILES"] for name in choice)), choice
+
+
+def test_the_launcher_takes_the_tile_whose_last_wave_is_fullest(ns):
+    """wave_fill at 132 SMs: 3000^3 in 128 x 256 tiles leaves 108 SMs idle in its third wave, in 128 x 192
+    tiles it nearly fills three; at 4000 x 3000 both fill 97%, and a tie goes to the first name."""
+    tiles = ns["GPU_TMA_TILES"]
+    fill = lambda m, n, name: ns["wave_fill"](m, n, tiles[name], 132)  # noqa: E731
+    assert fill(3000, 3000, "128x256x64 s4w8 h") == pytest.approx(288 / 396)
+    assert fill(3000, 3000, "128x192x64 s4w8") == pytest.approx(384 / 396)
+    assert fill(4000, 3000, "128x256x64 s4w8 h") == pytest.approx(fill(4000, 3000, "128x192x64 s4w8"))
+    assert fill(4096, 4096, "128x256x64 s4w8 h") == pytest.approx(512 / 528)
+    both = ("128x256x64 s4w8 h", "128x192x64 s4w8")   # under the interpreter: 4 programs, 32 x 32 or 32 x 48
+    a, b = make(64, 128, 32)        # 2 x 4 = 8 tiles or 2 x 3 = 6: the narrower tile fills its waves
+    assert ns["choose_tile"](a, b, both)["EXTRA_N"] == 0
+    a, b = make(64, 96, 32)         # 2 x 3 = 6 tiles or 2 x 2 = 4: the wider one does
+    assert ns["choose_tile"](a, b, both)["EXTRA_N"] == 16 and ns["choose_tile"](a, b, both[:1])["EXTRA_N"] == 0
+
+
+@pytest.mark.parametrize("shape, tile, full, split", [
+    ((3000, 3000, 3000, False), "128x256x64 s4w8 h", 264, 5),      # 288 tiles: 2 waves + 24, cut in 5 along K
+    ((3000, 3000, 3000, True), "128x256x64 s4w8 h", 264, 5),
+    ((4000, 3000, 5000, False), "128x256x64 s4w8 h", 384, 1),      # 384 = 2.9 waves: a full last wave, no cut
+    ((4096, 4096, 4096, True), "128x256x64 s4w8 h", 512, 1),
+    ((8192, 8192, 8192, False), "128x128x64 s4w4", 4092, 8),       # 4096 = 31 waves + 4 tiles: at most 8 pieces
+    ((1032, 1048, 1000, False), "128x256x64 s4w8 h", 0, 2),        # 45 tiles, one wave: split-K
+    ((3000, 3000, 3000, False), "128x192x64 s4w8", 384, 1),        # 24 x 16 tiles: 2.9 waves
+    ((2056, 2056, 264, False), "128x192x64 s4w8", 132, 2),         # 17 x 11 = 187 tiles: 55 left, 2 steps each
+])
+def test_the_plan_fills_the_last_wave(ns, shape, tile, full, split):
+    m, n, k, b_t = shape
+    a, b = _meta(m, n, k, b_t)
+    grid, meta, state = ns["tma_plan"](a, b, ns["GPU_TMA_TILES"][tile], programs=132)
+    tiles = -(-m // meta["BLOCK_M"]) * -(-n // (meta["BLOCK_N"] + meta["EXTRA_N"]))
+    assert (state["full_tiles"], state["split"]) == (full, split)
+    assert meta["SPLIT_TAIL"] is (split > 1) and meta["B_T"] is b_t and meta["PROGRAMS"] == 132
+    assert grid == (min(132, max(full, (tiles - full) * split)),)
+    assert (tiles - full) * split <= 132                            # every piece has a program of its own
+    if split > 1:
+        columns = meta["BLOCK_N"] + meta["EXTRA_N"]
+        assert state["partial"].numel() == (tiles - full) * split * meta["BLOCK_M"] * columns
+
+
+def _hidden_shapes(grade_id: str, side: str) -> list[tuple]:
+    cell = _cells()[grade_id]
+    found = re.search(side + r"=(\[[^\]]*\])", cell)
+    return [tuple(s) for s in ast.literal_eval(found.group(1))] if found else []
+
+
+def test_hidden_tests_reach_every_path_of_the_hopper_kernel(ns):
+    """Under the interpreter (4 programs, 32 x 32 x 32 tiles) and on an H200 (132 SMs, the chosen tile), the
+    hidden tests hold products that take the Hopper path with several tiles along M, N and K, ragged last
+    tiles, more tiles than programs, a last wave cut along K, and b = w.t()."""
+    def plans(shapes, programs, tile_of, gpu):   # tile_of(case, m, n): the tile the launcher would take
+        out = []
+        for m, n, k, b_t in shapes:
+            a, b = _meta(m, n, k, b_t)
+            case = ns["hopper_case"](a, b)
+            if case is None or (gpu and m * n * k < ns["SMALL"]):
+                continue
+            tile = tile_of(case, a, b)
+            if tile is None:
+                continue
+            grid, meta, state = ns["tma_plan"](a, b, tile, programs=programs)
+            bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"] + meta["EXTRA_N"], meta["BLOCK_K"]
+            out.append(dict(shape=(m, n, k), b_t=b_t, split=state["split"], full=state["full_tiles"],
+                            extra=meta["EXTRA_N"] > 0,
+                            several=m > 2 * bm and n > 2 * bn and k > 2 * bk,
+                            ragged=bool(m % bm and n % bn and k % bk), programs=programs))
+        return out
+
+    ragged = [(m, n, k, False) for m, n, k in _hidden_shapes("test_ragged_sizes", "cpu")]
+    transposed = [(int(m), int(n), int(k), True) for m, n, k in
+                  re.findall(r"make\((\d+), (\d+), (\d+), transpose_b=True\)", _cells()["test_transposed_views"])]
+    assert len(transposed) >= 3, transposed
+    choice = ns["HOPPER_CHOICE"]
+    cpu = plans(ragged + transposed, 4, lambda case, a, b: None if choice[case] == "pointer"
+                else ns["choose_tile"](a, b, choice[case]), gpu=False)
+    assert any(p["several"] and p["ragged"] and p["full"] > p["programs"] for p in cpu), cpu
+    assert any(p["split"] > 1 and p["full"] > p["programs"] and p["ragged"] for p in cpu), cpu
+    assert any(p["b_t"] and p["split"] > 1 for p in cpu), cpu
+
+    def gpu_tile(case, a, b):   # choose_tile as it runs on an H200
+        if choice[case] == "pointer":
+            return None
+        tiles = [ns["GPU_TMA_TILES"][name] for name in choice[case]]
+        fills = [round(ns["wave_fill"](a.shape[0], b.shape[1], t, 132), 9) for t in tiles]
+        return tiles[fills.index(max(fills))]
+
+    gpu_shapes = [(m, n, k, False) for m, n, k in _hidden_shapes("test_ragged_sizes", "gpu")]
+    gpu = plans(gpu_shapes, 132, gpu_tile, gpu=True)
+    assert any(p["split"] > 1 and p["full"] >= 132 and p["ragged"] for p in gpu), gpu
+    for extra in {p["extra"] for p in gpu}:     # the kinds of tile an H200 takes here: the interpreter takes them too
+        assert any(p["extra"] == extra for p in cpu), (extra, cpu)
+    bf16 = _cells()["test_bfloat16"]
+    assert "(1032, 1048, 1000)" in bf16 and "(2056, 2056, 264)" in _cells()["test_ragged_sizes"]
+
+
+def test_every_hopper_tile_compiles_for_sm90_without_spills(ns):
+    """Each tile of GPU_TMA_TILES (the candidates the focus sweep times), with b = w.t() and the last wave cut
+    (the most registers), and the chosen tile plain: wgmma, TMA copies, no 2-byte loads, no spills,
+    shared memory within Hopper's 227 KB."""
+    from triton_course.matmul import compile_tma_reports
+
+    tiles = ns["GPU_TMA_TILES"]
+    cases = [dict(tile=t, transpose_b=True, split_tail=True) for t in tiles.values()]
+    chosen = {name for names in ns["HOPPER_CHOICE"].values() if names != "pointer" for name in names}
+    cases += [dict(tile=tiles[c], transpose_b=False, split_tail=False) for c in chosen]
+    for case, report in zip(cases, compile_tma_reports(ns["matmul_relu_tma_kernel"], cases)):
+        assert report.count("wgmma.mma_async") > 0 and report.tma_loads > 0 and report.tma_stores > 0, case
+        assert report.two_byte_loads == 0 and report.shared_bytes <= 232448, (case, report.shared_bytes)
+        if report.registers is not None:
+            assert report.registers <= 255 and report.stack_bytes == 0, (case, report.registers, report.stack_bytes)
+        if case["split_tail"]:   # the pieces: 16-byte stores and L2 loads (.cg) of float32
+            assert report.count("ld.global.cg.v4") > 0 and report.count("st.global.v4") > 0, case
 
 
 def test_bfloat16_without_bfloat16_is_refused_with_the_reason(ns):
@@ -530,6 +687,20 @@ def test_the_sweep_script_runs_its_plan_under_the_interpreter(tmp_path):
     assert "correct" in out and "WRONG" not in out
 
 
+def test_the_focus_sweep_runs_its_plan_under_the_interpreter():
+    """`--dry-run --focus` builds the reference and every Hopper-path candidate at each focus shape, checks
+    their outputs, and says which case of the rule each shape is."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "matmul_sweep.py"), "--dry-run",
+                           "--focus"], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    for shape in ("3000^3", "4000x3000x5000", "4096^3 B^T", "3000^3 B^T", "4096^3", "8192^3"):
+        assert shape in out, shape
+    assert "case 'b = w.t()'" in out and "case 'a size not a multiple of 16'" in out and "split [4, 2]" in out
+    assert "tma 128x256x64 s4w8 h, no split correct" in out and "WRONG" not in out
+
+
 def test_recorded_sweep_holds_the_keys_the_notebook_reads():
     path = ROOT / "results" / "07_matmul_relu_sweep.json"
     if not path.exists():
@@ -541,6 +712,20 @@ def test_recorded_sweep_holds_the_keys_the_notebook_reads():
         assert "ratio_reference_to_torch" in row and row["dtype"] in ("float16", "bfloat16")
     assert {str(g) for g in (1, 8)} <= set(r["group_m"]["tflops"])
     assert r["host"]["host_us_per_call"] and r["profile"]
+
+
+def test_recorded_focus_holds_the_keys_the_notebook_reads():
+    path = ROOT / "results" / "07_matmul_relu_focus.json"
+    if not path.exists():
+        pytest.skip("results/07_matmul_relu_focus.json not recorded yet (python results/sweeps/matmul_sweep.py --focus)")
+    r = json.loads(path.read_text())
+    assert r["command"].startswith("python results/sweeps/matmul_sweep.py --focus") and "NVIDIA" in r["device"]
+    assert r["rule"]["HOPPER_CHOICE"] and r["candidates"]
+    for row in r["shapes"]:
+        assert {"torch", "reference"} <= set(row["tflops"]) and row["dtype"] in ("float16", "bfloat16")
+        for key in ("name", "case", "reference_is", "ratio_reference_to_torch", "fastest_triton",
+                    "ratio_fastest_to_torch"):
+            assert key in row, key
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -15,7 +15,10 @@ median time. The yardstick is the vendor library measured in the same process (c
   memory and its swizzled layout;
 * :func:`wavefronts` -- shared-memory bank conflicts of one warp's access, for the swizzling cell;
 * :func:`kernel_table`, :func:`read_kernel_name` -- the GPU kernels a call runs, and what their names say;
-* :func:`recorded_sweep` -- the H200 figures of ``results/sweeps/matmul_sweep.py``, shown beside a student's run;
+* :func:`recorded_sweep`, :func:`recorded_focus` -- the H200 figures of ``results/sweeps/matmul_sweep.py`` (and of
+  its ``--focus`` mode), shown beside a student's run;
+* :func:`compile_tma_reports` -- what the compiler made of the reference's Hopper kernel (tensor descriptors),
+  registers and spills included;
 * :func:`flops_sweep` and :func:`plot_flops` -- TFLOP/s against size for several implementations;
 * :func:`tflops_points` -- the performance check of a hidden test (a fraction of torch's TFLOP/s).
 """
@@ -316,6 +319,8 @@ class CompileReport:
     instructions: Counter                 # PTX opcode -> count (loads, stores, copies, tensor-core ops)
     shared_bytes: int
     shared_layouts: list[str] = field(default_factory=list)
+    registers: int | None = None          # per thread, from the cubin (None: no cuobjdump beside Triton)
+    stack_bytes: int | None = None        # the stack frame: registers spilled to local memory
 
     def count(self, prefix: str) -> int:
         """How many instructions start with ``prefix`` (e.g. "cp.async.cg.shared.global", "ld.global")."""
@@ -335,6 +340,16 @@ class CompileReport:
     def tensor_core_ops(self) -> int:
         return self.count("wgmma.mma_async") + self.count("mma.sync")
 
+    @property
+    def tma_loads(self) -> int:
+        """Tile copies global -> shared by the TMA unit (``cp.async.bulk.tensor``, Hopper)."""
+        return self.count("cp.async.bulk.tensor") - self.tma_stores
+
+    @property
+    def tma_stores(self) -> int:
+        return sum(n for op, n in self.instructions.items()
+                   if op.startswith("cp.async.bulk.tensor") and ".global.shared" in op)
+
     def summary(self) -> str:
         return (f"sm_{self.arch}: {self.async_copies:>3} cp.async of 16 B, {self.two_byte_loads:>3} ld.global of 2 B, "
                 f"{self.count('st.global.v4'):>3} 16-byte stores, {self.count('st.global.b16'):>3} 2-byte stores, "
@@ -346,7 +361,7 @@ _TRITON_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: 
 #: Run in a fresh Python without TRITON_INTERPRET: Triton's interpreter leaves patched language functions
 #: behind after a kernel calls a library function such as tl.cdiv, and a compiler in that process trips over them.
 _COMPILE_DRIVER = r"""
-import json, re, sys, types
+import json, os, re, subprocess, sys, tempfile, types
 from collections import Counter
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
@@ -368,7 +383,17 @@ for case in job["cases"]:
     ptx, ttgir = compiled.asm["ptx"], compiled.asm["ttgir"]
     ops = Counter(re.findall(r"^\s*(?:@!?%p\d+\s+)?((?:ld|st|cp|wgmma|mma|ldmatrix)\.[\w.]+)", ptx, re.M))
     layouts = sorted(set(re.findall(r"#ttg\.\w+_shared<\{[^}]*\}>", ttgir)))
-    out.append({"ops": dict(ops), "shared": int(compiled.metadata.shared), "layouts": layouts})
+    regs = stack = None
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if "cubin" in compiled.asm and os.path.exists(tool):
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(compiled.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+        found = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
+        regs, stack = (int(m.group(1)) if m else None for m in found)
+    out.append({"ops": dict(ops), "shared": int(compiled.metadata.shared), "layouts": layouts, "regs": regs,
+                "stack": stack})
 print(json.dumps(out))
 """
 
@@ -412,11 +437,6 @@ def _arg_names(kernel) -> list[str]:
 def compile_reports(kernel, cases: Sequence[dict]) -> list[CompileReport]:
     """Compile chapter 07's ``kernel`` once per case and read what the compiler produced (see
     :func:`compile_report` for a case's keys), all in one fresh Python process."""
-    import os
-    import subprocess
-    import sys
-
-    name, source = _jit_source(kernel)
     names = _arg_names(kernel)
     jobs = []
     for case in cases:
@@ -446,14 +466,58 @@ def compile_reports(kernel, cases: Sequence[dict]) -> list[CompileReport]:
                 signature[arg], constants[arg] = "constexpr", meta[arg]
         jobs.append({"signature": signature, "constants": constants, "divisible": divisible, "arch": arch,
                      "num_warps": num_warps, "num_stages": num_stages})
+    return _run_compile_driver(kernel, jobs)
+
+
+def _run_compile_driver(kernel, jobs: list[dict]) -> list[CompileReport]:
+    """Compile ``kernel`` once per job (signature, constants, divisible, arch, num_warps, num_stages) in a
+    fresh Python process, and read what the compiler produced."""
+    import os
+    import subprocess
+    import sys
+
+    name, source = _jit_source(kernel)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", _COMPILE_DRIVER], input=json.dumps(
         {"name": name, "source": source, "cases": jobs}), capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.strip().splitlines() if line.strip()][-6:]
         raise CheckFailed(f"compiling {name} for the report failed:\n  " + "\n  ".join(lines))
-    return [CompileReport(job["arch"], Counter(r["ops"]), r["shared"], r["layouts"])
+    return [CompileReport(job["arch"], Counter(r["ops"]), r["shared"], r["layouts"], r.get("regs"), r.get("stack"))
             for job, r in zip(jobs, json.loads(proc.stdout.strip().splitlines()[-1]))]
+
+
+def compile_tma_reports(kernel, cases: Sequence[dict]) -> list[CompileReport]:
+    """Compile the reference's Hopper kernel (chapter 07's ``matmul_relu_tma_kernel``: descriptors of a, b,
+    b's extra columns, c and c's extra columns, then c, the pieces' buffers and five integers) once per case:
+    ``tile`` (its meta-parameters, ``num_stages`` and ``num_warps`` among them), ``transpose_b``,
+    ``split_tail``, and optionally ``dtype`` (float16), ``programs`` (132) and ``arch`` (90). Needs no GPU."""
+    jobs = []
+    names = _arg_names(kernel)
+    for case in cases:
+        tile = dict(case["tile"])
+        dt = _TRITON_DTYPES[case.get("dtype", torch.float16)]
+        bm, bn, bk = tile["BLOCK_M"], tile["BLOCK_N"], tile["BLOCK_K"]
+        b_t = case.get("transpose_b", False)
+        half = bn // 2 if tile.get("HALVES") else bn
+        extra = tile.pop("EXTRA_N", 0)
+        e = extra or bn
+        signature = {"a_desc": f"tensordesc<{dt}[{bm}, {bk}]>",
+                     "b_desc": f"tensordesc<{dt}[{bn}, {bk}]>" if b_t else f"tensordesc<{dt}[{bk}, {bn}]>",
+                     "b2_desc": f"tensordesc<{dt}[{e}, {bk}]>" if b_t else f"tensordesc<{dt}[{bk}, {e}]>",
+                     "c_desc": f"tensordesc<{dt}[{bm}, {half}]>",
+                     "c2_desc": f"tensordesc<{dt}[{bm}, {extra or half}]>",
+                     "c_ptr": f"*{dt}", "partial_ptr": "*fp32", "count_ptr": "*i32"}
+        num_warps, num_stages = tile.pop("num_warps"), tile.pop("num_stages")
+        constants = dict(tile, EXTRA_N=extra, B_T=b_t, PROGRAMS=case.get("programs", 132),
+                         SPLIT_TAIL=case["split_tail"], SUB_N=min(64, bn, extra or 64))
+        for arg in names:
+            if arg not in signature:
+                signature[arg] = "constexpr" if arg in constants else "i32"
+        divisible = [i for i, arg in enumerate(names) if arg.endswith("_ptr")]
+        jobs.append({"signature": signature, "constants": constants, "divisible": divisible,
+                     "arch": case.get("arch", 90), "num_warps": num_warps, "num_stages": num_stages})
+    return _run_compile_driver(kernel, jobs)
 
 
 def compile_report(kernel, *, m: int, n: int, k: int, aligned: bool, **case) -> CompileReport:
@@ -556,6 +620,7 @@ def read_kernel_name(name: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------------
 
 SWEEP_FILE = "07_matmul_relu_sweep.json"
+FOCUS_FILE = "07_matmul_relu_focus.json"
 
 
 def recorded_sweep() -> tuple[dict | None, str]:
@@ -568,3 +633,15 @@ def recorded_sweep() -> tuple[dict | None, str]:
     data = json.loads(path.read_text())
     where = data.get("device", "GPU").replace("NVIDIA ", "")
     return data, f"recorded on an {where} (results/{SWEEP_FILE}, made by `{data.get('command', '?')}`)"
+
+
+def recorded_focus() -> tuple[dict | None, str]:
+    """``(results/07_matmul_relu_focus.json as a dict, "recorded on an H200 (...)")``: the reference's Hopper
+    path and its candidate tiles at the shapes where the first sweep fell short; ``(None, why)`` without it."""
+    path = RESULTS / FOCUS_FILE
+    if not path.exists():
+        return None, (f"no recorded figures yet: results/{FOCUS_FILE} is made on a GPU by "
+                      "`python results/sweeps/matmul_sweep.py --focus`")
+    data = json.loads(path.read_text())
+    where = data.get("device", "GPU").replace("NVIDIA ", "")
+    return data, f"recorded on an {where} (results/{FOCUS_FILE}, made by `{data.get('command', '?')}`)"

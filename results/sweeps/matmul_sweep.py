@@ -4,7 +4,13 @@ reference was chosen from, in one run: it says which variant wins without anothe
     python results/sweeps/matmul_sweep.py [--out results/07_matmul_relu_sweep.json] [--max-autotune]
         (on a GPU: about 4 minutes on an H200; writes the JSON after every part, prints a table at the end;
         no new shape starts after --budget-s seconds, 420 by default, so it ends within 8 minutes)
-    python results/sweeps/matmul_sweep.py --dry-run
+    python results/sweeps/matmul_sweep.py --focus [--out results/07_matmul_relu_focus.json]
+        (on a GPU: under 3 minutes on an H200; only the shapes where the reference was below 95% of torch, and
+        4096^3 and 8192^3 as a check, float16 and bfloat16: torch, the reference (its rule: HOPPER_CHOICE), and
+        every tile of the Hopper path (the notebook's GPU_TMA_TILES, each with the last wave split as the
+        reference splits it, the first also without), each checked against float64 and timed; prints which
+        wins per shape; no new shape starts after --budget-s seconds, 150 by default)
+    python results/sweeps/matmul_sweep.py --dry-run [--focus]
         (anywhere, TRITON_INTERPRET=1 without a GPU: builds every variant, checks each one's output at small
         sizes, prints the plan; records nothing)
 
@@ -18,7 +24,8 @@ Shapes (float16 and bfloat16): 1024^3, 3000^3, 4096^3, 8192^3, 4000x3000x5000, 5
 * ``hints BMxBNxBK sSwW``: the notebook's kernel with ``ALIGNED`` as the launcher sets it, one fixed config
   each (the candidates for 3000^3, where the last wave decides);
 * ``tma BMxBNxBK sSwW``: the same tile loop with tensor descriptors (``tl.make_tensor_descriptor``, the TMA
-  unit on Hopper: no masks, no hints), defined here.
+  unit on Hopper: no masks, no hints), defined here: one program per tile, as in the first run (the
+  reference's own Hopper path is the notebook's persistent ``matmul_relu_tma_kernel``, timed by --focus).
 
 Every variant's output is checked against float64 first (``correct`` / ``WRONG``). Then, once:
 ``host``: Python's time per call at 1024^3 float16 (reference, the autotuner's own dispatch, torch), and
@@ -56,19 +63,33 @@ from triton_course.matmul import kernel_table, launch, make, matmul_flops, tflop
 
 CHAPTER = "07_matmul_relu"
 OUT = ROOT / "results" / f"{CHAPTER}_sweep.json"
+FOCUS_OUT = ROOT / "results" / f"{CHAPTER}_focus.json"
 ROUNDS = 5
 #: (name, M, N, K, b transposed); the dry run scales them down.
 SHAPES = [("1024^3", 1024, 1024, 1024, False), ("3000^3", 3000, 3000, 3000, False), ("4096^3", 4096, 4096, 4096, False),
           ("8192^3", 8192, 8192, 8192, False), ("4000x3000x5000", 4000, 3000, 5000, False),
           ("512x16384x4096", 512, 16384, 4096, False), ("4096^3 B^T", 4096, 4096, 4096, True),
           ("3000^3 B^T", 3000, 3000, 3000, True)]
-DRY_SHAPES = {"1024^3": (48, 48, 48), "3000^3": (40, 40, 40), "4096^3": (64, 64, 64), "8192^3": (64, 64, 64),
+DRY_SHAPES = {"1024^3": (48, 48, 48), "3000^3": (72, 40, 136), "4096^3": (64, 64, 64), "8192^3": (64, 64, 64),
               "4000x3000x5000": (40, 24, 56), "512x16384x4096": (16, 96, 32), "4096^3 B^T": (64, 64, 64),
-              "3000^3 B^T": (40, 40, 40)}
+              "3000^3 B^T": (40, 72, 136)}
 #: Fixed configs timed beside the reference: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps).
 HINT_CONFIGS = [(128, 256, 64, 3, 8), (128, 256, 64, 4, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 4),
                 (128, 128, 64, 3, 8)]
 TMA_CONFIGS = [(128, 256, 64, 3, 8), (128, 128, 64, 4, 4)]
+#: --focus: the shapes below 95% of torch in the first run (results/07_matmul_relu_sweep.json), and two checks.
+FOCUS_SHAPES = [("3000^3", 3000, 3000, 3000, False), ("4000x3000x5000", 4000, 3000, 5000, False),
+                ("4096^3 B^T", 4096, 4096, 4096, True), ("3000^3 B^T", 3000, 3000, 3000, True),
+                ("4096^3", 4096, 4096, 4096, False), ("8192^3", 8192, 8192, 8192, False)]
+#: --focus: the candidates are the notebook's GPU_TMA_TILES (matmul_relu_tma_kernel), each with the last wave
+#: split along K as the reference does, and its first tile once more without the split: name -> (tile, split).
+def focus_candidates(ns: dict, dry: bool) -> dict[str, tuple[dict, bool]]:
+    tiles = {f"tma {name}": (ns["cpu_tile"](tile) if dry else tile, True) for name, tile in ns["GPU_TMA_TILES"].items()}
+    first = next(iter(ns["GPU_TMA_TILES"]))
+    tiles[f"tma {first}, no split"] = (tiles[f"tma {first}"][0], False)
+    return tiles
+
+
 GROUP_M_FIXED = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_stages=3, num_warps=4)
 GROUPS = (1, 2, 4, 8, 16, 32)
 
@@ -157,7 +178,10 @@ def variants(ns: dict, a: torch.Tensor, b: torch.Tensor, *, dry: bool) -> dict[s
     reference(a, b)   # tunes (on a GPU), fills LAUNCHES
     key = next(key for key in ns["LAUNCHES"] if key[:4] == (m, n, k, a.dtype) and key[4] == a.stride()
                and key[5] == b.stride())
-    _, meta = ns["LAUNCHES"][key]
+    _, meta, state = ns["LAUNCHES"][key]
+    if state is not None:   # the reference took its Hopper path: time the exercise's kernel with a fixed config
+        meta = {k: v for k, v in ns["SMALL_CONFIG"].all_kwargs().items()} if dry else dict(
+            BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=8)
     fns = {"torch": lambda x, y: torch.relu(x @ y), "reference": reference,
            "no hints": lambda x, y, meta=meta: launch(kernel, x, y, aligned=False, **meta)}
     for c in HINT_CONFIGS:
@@ -167,7 +191,38 @@ def variants(ns: dict, a: torch.Tensor, b: torch.Tensor, *, dry: bool) -> dict[s
     if tma_fits(a, b):
         for c in TMA_CONFIGS:
             fns[cfg_name("tma", c)] = lambda x, y, c=c: tma_launch(x, y, c)
-    return {"fns": fns, "reference_config": meta, "aligned": aligned}
+    return {"fns": fns, "reference_config": _jsonable(ns["LAUNCHES"][key][1]), "aligned": aligned}
+
+
+def _jsonable(meta: dict) -> dict:
+    return {k: v for k, v in meta.items() if isinstance(v, (bool, int, float, str))}
+
+
+def focus_variants(ns: dict, a: torch.Tensor, b: torch.Tensor, *, dry: bool) -> dict[str, object]:
+    """--focus: name -> fn(a, b): torch, the reference (its rule), and every Hopper-path candidate."""
+    m, k = a.shape
+    n = b.shape[1]
+    reference = ns["matmul_relu"]
+    reference(a, b)   # plans (tunes, where the rule says "pointer")
+    key = next(key for key in ns["LAUNCHES"] if key[:4] == (m, n, k, a.dtype) and key[4] == a.stride()
+               and key[5] == b.stride())
+    grid, meta, state = ns["LAUNCHES"][key]
+    fns = {"torch": lambda x, y: torch.relu(x @ y), "reference": reference}
+    if ns["tma_fits"](a, b):
+        for name, (tile, split) in focus_candidates(ns, dry).items():
+            plan = ns["tma_plan"](a, b, tile, split_tail=split)
+            fns[name] = (lambda x, y, plan=plan: ns["tma_launch"](
+                x, y, torch.empty((x.shape[0], y.shape[1]), device=x.device, dtype=x.dtype), *plan))
+    case = ns["hopper_case"](a, b)
+    choice = ns["HOPPER_CHOICE"][case] if case else "pointer"
+    if state is not None:   # the tile the launcher chose among the case's names
+        tile = ns["choose_tile"](a, b, choice)
+        gpu = ns["device"].is_gpu
+        choice = next(name for name in choice if tile == (ns["GPU_TMA_TILES"][name] if gpu
+                                                           else ns["cpu_tile"](ns["GPU_TMA_TILES"][name])))
+    return {"fns": fns, "reference_config": _jsonable(meta), "case": case, "choice": choice,
+            "reference_is": "pointer (tuned)" if state is None else f"tma {choice}",
+            "split": None if state is None else [state["full_tiles"], state["split"]], "aligned": key[6]}
 
 
 def check_outputs(fns: dict, a: torch.Tensor, b: torch.Tensor) -> dict[str, str]:
@@ -257,6 +312,62 @@ def precompile(ns: dict, dtypes: list[torch.dtype]) -> dict[str, object]:
         return {"kernels": len(unique), "workers": workers, "failed": f"{type(exc).__name__}: {exc}",
                 "seconds": round(time.perf_counter() - start, 1)}
     failed = [f"{j[0]} {j[1]} {j[2]}x{j[3]}x{j[4]} {j[6]}: {r}" for j, r in zip(unique, results) if r != "ok"]
+    return {"kernels": len(unique), "workers": workers, "seconds": round(time.perf_counter() - start, 1),
+            "not_compiled": failed[:20]}
+
+
+def _warm_tma(job: tuple) -> str:
+    """Compile one Hopper-path candidate (worker process): its descriptors built on meta tensors."""
+    _, dtype_name, m, n, k, b_t, (tile, split), programs = job
+    dtype = getattr(torch, dtype_name)
+    try:
+        a, b = make(m, n, k, transpose_b=b_t, dtype=dtype, device="meta")
+        c = torch.empty((m, n), device="meta", dtype=dtype)
+        grid, meta, state = _NS["tma_plan"](a, b, tile, split_tail=split, programs=programs)
+        _NS["matmul_relu_tma_kernel"].warmup(*_NS["tma_args"](a, b, c, meta, state), grid=grid, **meta)
+        return "ok"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc)[:160]}"
+
+
+def _warm_any(job: tuple) -> str:
+    return _warm_tma(job) if job[0] == "tma" else _warm(job)
+
+
+def precompile_focus(ns: dict, dtypes: list[torch.dtype]) -> dict[str, object]:
+    """--focus: compile in parallel processes every Hopper-path candidate at every focus shape, and the
+    exercise's kernel's configs where the reference's rule tunes it (sizes multiples of 16, b row-major)."""
+    jobs: dict[tuple, tuple] = {}
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    for dtype in dtypes:
+        name = str(dtype).replace("torch.", "")
+        for _, m, n, k, b_t in FOCUS_SHAPES:
+            a, b = make(m, n, k, transpose_b=b_t, dtype=dtype, device="meta")
+            for cand in focus_candidates(ns, dry=False).values():
+                grid, meta, state = ns["tma_plan"](a, b, cand[0], split_tail=cand[1], programs=programs)
+                spec = (name, tuple(sorted((key, v) for key, v in meta.items())))
+                jobs.setdefault(("tma", spec), ("tma", name, m, n, k, b_t, cand, programs))
+            case = ns["hopper_case"](a, b)
+            if case is None or ns["HOPPER_CHOICE"][case] == "pointer":
+                aligned = aligned_flag(m, n, k, a, b)
+                spec = (name, b_t) + _spec_class(m, n, k, *a.stride(), *b.stride(), n)
+                for c in ns["CONFIGS"]:
+                    meta = {key: v for key, v in c.all_kwargs().items() if (key, v) != ("num_ctas", 1)}
+                    meta = dict(meta, ALIGNED=aligned)
+                    jobs.setdefault(("notebook", spec, tuple(sorted(meta.items()))),
+                                    ("notebook", name, m, n, k, b_t, meta))
+    unique = list(jobs.values())
+    start = time.perf_counter()
+    workers = max(1, min(16, (os.cpu_count() or 2) - 1))
+    ctx = multiprocessing.get_context("spawn")
+    try:
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool:
+            results = list(pool.map(_warm_any, unique, chunksize=1))
+    except Exception as exc:
+        return {"kernels": len(unique), "workers": workers, "failed": f"{type(exc).__name__}: {exc}",
+                "seconds": round(time.perf_counter() - start, 1)}
+    failed = [f"{j[0]} {j[1]} {j[2]}x{j[3]}x{j[4]} {j[6] if j[0] == 'notebook' else j[6][0]}: {r}"
+              for j, r in zip(unique, results) if r != "ok"]
     return {"kernels": len(unique), "workers": workers, "seconds": round(time.perf_counter() - start, 1),
             "not_compiled": failed[:20]}
 
@@ -369,6 +480,140 @@ def dry_run(ns: dict) -> int:
     return 0 if ok else 1
 
 
+def dry_run_focus(ns: dict) -> int:
+    """--focus --dry-run: every focus variant at small sizes under the interpreter, checked."""
+    print("dry run (--focus): each variant built and checked at a small size; nothing is timed or recorded")
+    ok = True
+    for name, m, n, k, b_t in FOCUS_SHAPES:
+        dm, dn, dk = DRY_SHAPES[name]
+        a, b = make(dm, dn, dk, transpose_b=b_t)
+        plan = focus_variants(ns, a, b, dry=True)
+        verdicts = check_outputs(plan["fns"], a, b)
+        ok &= all(v == "correct" for v in verdicts.values())
+        print(f"{name:<16} ({dm}x{dn}x{dk} here, case {plan['case']!r}: {plan['choice']}, split {plan['split']}): "
+              + ", ".join(f"{v_name} {verdict}" for v_name, verdict in verdicts.items()))
+    print(f"candidates: {', '.join(focus_candidates(ns, dry=False))}")
+    return 0 if ok else 1
+
+
+def run_focus(ns: dict, out: Path, do_precompile: bool, budget_s: float) -> int:
+    """--focus on a GPU: the focus shapes, every candidate against torch; the JSON and a table of winners."""
+    from triton_course.bench import METHOD, steady_rounds
+
+    dev = triton_course.current()
+    dtypes = dev.dtypes(torch.float16, torch.bfloat16)
+    record: dict[str, object] = {
+        "chapter": CHAPTER, "mode": "focus", "command": "python results/sweeps/matmul_sweep.py --focus",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "device": dev.name,
+        "compute_capability": list(dev.compute_capability or ()), "torch": torch.__version__,
+        "triton": triton.__version__, "method": METHOD + f"; {ROUNDS} interleaved rounds per shape",
+        "unit": "TFLOP/s = 2*M*N*K / median time per call",
+        "rule": {"HOPPER_CHOICE": ns["HOPPER_CHOICE"], "SPLIT_LAST_WAVE_AT_MOST": ns["SPLIT_LAST_WAVE_AT_MOST"]},
+        "candidates": {name: dict(tile, split_last_wave=split)
+                       for name, (tile, split) in focus_candidates(ns, dry=False).items()},
+        "shapes": []}
+    t0 = time.perf_counter()
+    if do_precompile:
+        record["precompile"] = precompile_focus(ns, dtypes)
+        print(f"precompiled {record['precompile']}", flush=True)
+
+    def save() -> None:
+        record["seconds"] = round(time.perf_counter() - t0, 1)
+        out.write_text(json.dumps(record, indent=2) + "\n")
+
+    skipped = []
+    for dtype in dtypes:
+        for name, m, n, k, b_t in FOCUS_SHAPES:
+            if time.perf_counter() - t0 > budget_s:
+                skipped.append(f"{name} {dtype}")
+                continue
+            t_shape = time.perf_counter()
+            a, b = make(m, n, k, transpose_b=b_t, dtype=dtype, device="cuda")
+            plan = focus_variants(ns, a, b, dry=False)
+            verdicts = check_outputs(plan["fns"], a, b)
+            del a, b
+            times = steady_rounds(plan["fns"], lambda: make(m, n, k, transpose_b=b_t, dtype=dtype, device="cuda"),
+                                  rounds=ROUNDS)
+            flops = matmul_flops(m, n, k)
+            tf = {v: round(tflops(flops, statistics.median(t)), 1) for v, t in times.items()}
+            best = max((v for v in tf if v != "torch" and verdicts[v] == "correct"), key=tf.get)
+            row = {"name": name, "m": m, "n": n, "k": k, "transpose_b": b_t, "dtype": str(dtype).replace("torch.", ""),
+                   "case": plan["case"], "choice": plan["choice"], "reference_is": plan["reference_is"],
+                   "split": plan["split"], "reference_config": plan["reference_config"], "tflops": tf,
+                   "check": verdicts, "ratio_reference_to_torch": round(tf["reference"] / tf["torch"], 3),
+                   "fastest_triton": best, "ratio_fastest_to_torch": round(tf[best] / tf["torch"], 3),
+                   "at_least_95pct": sorted(v for v in tf if v != "torch" and tf[v] >= 0.95 * tf["torch"]
+                                            and verdicts[v] == "correct"),
+                   "seconds": round(time.perf_counter() - t_shape, 1)}
+            record["shapes"].append(row)
+            save()
+            print(f"{name:<16} {row['dtype']:<9} torch {tf['torch']:6.1f}  reference {tf['reference']:6.1f} "
+                  f"({row['ratio_reference_to_torch']:.0%}, {row['reference_is']})  fastest {best} {tf[best]:.1f} "
+                  f"({row['ratio_fastest_to_torch']:.0%})  [{row['seconds']} s]", flush=True)
+            torch.cuda.empty_cache()
+    rows = record["shapes"]
+    wins: dict[str, int] = {}
+    for r in rows:
+        wins[r["fastest_triton"]] = wins.get(r["fastest_triton"], 0) + 1
+    record["skipped_for_time"] = skipped
+    record["verdict"] = {
+        "reference_at_least_95pct_of_torch_everywhere": all(r["ratio_reference_to_torch"] >= 0.95 for r in rows),
+        "below_95pct": [f"{r['name']} {r['dtype']}: {r['ratio_reference_to_torch']:.0%}" for r in rows
+                        if r["ratio_reference_to_torch"] < 0.95],
+        "fastest_per_shape": {f"{r['name']} {r['dtype']}": f"{r['fastest_triton']} ({r['ratio_fastest_to_torch']:.0%})"
+                              for r in rows},
+        "wins": dict(sorted(wins.items(), key=lambda kv: -kv[1])),
+        "every_variant_correct": all(v == "correct" for r in rows for v in r["check"].values()),
+        "suggested_HOPPER_CHOICE": suggest_choice(rows),
+    }
+    save()
+    print_focus_table(record)
+    return 0
+
+
+def suggest_choice(rows: list[dict]) -> dict[str, str]:
+    """Per case of the rule: the variant with the best geometric mean of its share of torch over that case's
+    shapes (both dtypes), among the Hopper-path tiles and, where the reference tuned it, the pointer kernel;
+    as a value for the notebook's HOPPER_CHOICE, with the mean."""
+    by_case: dict[str, list[dict]] = {}
+    for r in rows:
+        by_case.setdefault(str(r["case"]), []).append(r)
+    out = {}
+    for case, case_rows in by_case.items():
+        scores = {}
+        names = {v for r in case_rows for v in r["tflops"] if v.startswith("tma ") and "no split" not in v}
+        if all(r["reference_is"] == "pointer (tuned)" for r in case_rows):
+            names.add("reference")
+        for name in names:
+            ratios = [r["tflops"][name] / r["tflops"]["torch"] for r in case_rows
+                      if name in r["tflops"] and r["check"].get(name) == "correct"]
+            if len(ratios) == len(case_rows):
+                scores[name] = statistics.geometric_mean(ratios)
+        if scores:
+            best = max(scores, key=scores.get)
+            value = "'pointer'" if best == "reference" else f"({best.removeprefix('tma ')!r},)"
+            out[case] = f"{value} (mean {scores[best]:.0%} of torch over {len(case_rows)} runs)"
+    return out
+
+
+def print_focus_table(record: dict) -> None:
+    rows = record["shapes"]
+    names = ["torch", "reference"] + [v for v in record["candidates"] if any(v in r["tflops"] for r in rows)]
+    short = {v: v.replace("tma ", "").replace(", no split", " nosplit") for v in names}
+    print(f"\n{'shape':<16} {'dtype':<9}" + "".join(f"{short[v]:>{len(short[v]) + 2}}" for v in names))
+    for r in rows:
+        print(f"{r['name']:<16} {r['dtype']:<9}"
+              + "".join(f"{r['tflops'].get(v, float('nan')):>{len(short[v]) + 2}.1f}" for v in names))
+    print("\nwinner per shape (fastest correct Triton variant; reference = the rule's choice):")
+    for r in rows:
+        print(f"  {r['name']:<16} {r['dtype']:<9} case {str(r['case']):<29} reference={r['reference_is']:<26} "
+              f"{r['ratio_reference_to_torch']:>5.0%}  winner {r['fastest_triton']} {r['ratio_fastest_to_torch']:.0%}"
+              f"  split {r['split']}")
+    print(f"\nverdict: {json.dumps(record['verdict'], indent=1)}")
+    print(f"HOPPER_CHOICE now: {record['rule']['HOPPER_CHOICE']}")
+    print(f"{record['seconds']} s in all")
+
+
 def run(ns: dict, out: Path, max_autotune: bool, do_precompile: bool, budget_s: float) -> int:
     from triton_course.bench import METHOD, steady_rounds
 
@@ -468,22 +713,29 @@ def print_table(record: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or {FOCUS_OUT.name} with --focus")
     p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--focus", action="store_true",
+                   help="only the shapes below 95%% of torch (and 4096^3, 8192^3), every Hopper-path candidate")
     p.add_argument("--max-autotune", action="store_true", help="also profile torch.compile(mode='max-autotune')")
     p.add_argument("--no-precompile", action="store_true")
-    p.add_argument("--budget-s", type=float, default=420.0,
-                   help="start no new shape after this many seconds (the JSON says which were skipped)")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="start no new shape after this many seconds (the JSON says which were skipped); "
+                        "420 by default, 150 with --focus")
     args = p.parse_args(argv)
     dev = triton_course.current()
     ns = load_namespace(solution_notebook(CHAPTER))
     if args.dry_run:
-        return dry_run(ns)
+        return dry_run_focus(ns) if args.focus else dry_run(ns)
     if dev.interpreted:
         print("results/sweeps/matmul_sweep.py needs a CUDA GPU (or --dry-run): these numbers are GPU claims",
               file=sys.stderr)
         return 2
-    return run(ns, args.out, args.max_autotune, not args.no_precompile, args.budget_s)
+    if args.focus:
+        return run_focus(ns, args.out or FOCUS_OUT, not args.no_precompile,
+                         150.0 if args.budget_s is None else args.budget_s)
+    return run(ns, args.out or OUT, args.max_autotune, not args.no_precompile,
+               420.0 if args.budget_s is None else args.budget_s)
 
 
 if __name__ == "__main__":

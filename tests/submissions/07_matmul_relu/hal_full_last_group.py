@@ -3,5 +3,7 @@
 #%% matmul_relu from-solution
 #%%- replace
     rows_here = tl.minimum(tiles_m - first_row, GROUP_M)
+    within = pid % per_group
 #%%- with
     rows_here = GROUP_M
+    within = pid % per_group
