@@ -406,10 +406,16 @@ def test_launch_rule_constants_are_the_ones_the_h200_sweep_fitted(chapter, kind)
     assert set(constants) == set(RULE_CONSTANTS), constants
     if not path.exists():
         pytest.skip("results/norms_gaps_sweep.json is not recorded yet: run python results/sweeps/norms_gaps.py")
-    fitted = json.loads(path.read_text())["fitted_rule"][kind]["best"]
-    assert constants == fitted["constants"] and fitted["body"] == "early", (
-        f"{chapter}: the sweep fitted {fitted['constants']} (weight loaded {fitted['body']}); the notebook has "
-        f"{constants}")
+    fit = json.loads(path.read_text())["fitted_rule"][kind]
+    fitted = fit["best"]
+    if fitted["shapes"] >= 3:
+        assert constants == fitted["constants"] and fitted["body"] == "early", (
+            f"{chapter}: the sweep fitted {fitted['constants']} (weight loaded {fitted['body']}); the notebook has "
+            f"{constants}")
+    else:  # the sweep ran out of time after too few shapes to pick constants: the notebook's own must score as well
+        now = fit["notebook_now"]
+        assert now["constants"] == constants, (chapter, now["constants"], constants)
+        assert now["worst_ratio_to_best_peer"] >= fitted["worst_ratio_to_best_peer"] - 0.02, (chapter, now, fitted)
 
 
 _PTX_SCRIPT = r"""
