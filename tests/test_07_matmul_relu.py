@@ -365,30 +365,34 @@ def ns():
 
 def test_the_launcher_keeps_one_launch_per_shape_dtype_and_layout(ns):
     """One entry per shape, dtype and layout: (grid, meta, None) for the exercise's kernel, (grid, meta, state)
-    for the Hopper path, which the interpreter takes too (with 4 programs) where the rule sends a product."""
+    for the Hopper path, which the interpreter takes too (with 4 programs) where HOPPER_CHOICE sends a case."""
     launches = ns["LAUNCHES"]
     launches.clear()
-    a, b = make(32, 48, 16)                                         # multiples of 16, b row-major: the kernel
+    a, b = make(25, 40, 17)                                         # K = 17: rows 34 bytes apart, no descriptor
     first = ns["matmul_relu"](a, b)
-    ns["matmul_relu"](*make(32, 48, 16))
+    ns["matmul_relu"](*make(25, 40, 17))
     assert len(launches) == 1
     (key, (grid, meta, state)), = launches.items()
-    assert key[:3] == (32, 48, 16) and key[6] is True and key[7] is True   # ALIGNED; both start 16-byte aligned
-    assert state is None and grid == (1 * 2,)
+    assert key[:3] == (25, 40, 17) and key[6] is False and key[7] is True  # not ALIGNED; both start 16-byte aligned
+    assert state is None and grid == (-(-25 // meta["BLOCK_M"]) * -(-40 // meta["BLOCK_N"]),)
     assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"} <= set(meta)
-    inputs = [make(24, 40, 16),                                     # 24: the Hopper path
-              make(24, 40, 16, transpose_b=True),                   # b = w.t(): the Hopper path, B as stored
-              make(25, 40, 17)]                                     # K = 17: rows 34 bytes apart, no descriptor
-    by_case = {"multiples of 16, b row-major": launches[key]}
+    inputs = [make(32, 48, 16),                                     # multiples of 16, b row-major
+              make(24, 40, 16),                                     # 24: a size not a multiple of 16
+              make(24, 40, 16, transpose_b=True)]                   # b = w.t(): B as stored
+    by_case = {None: launches[key]}
     for x, y in inputs:
         ns["matmul_relu"](x, y)
         by_case[ns["hopper_case"](x, y)] = next(v for k, v in launches.items() if k[:3] == (x.shape[0], y.shape[1],
                                                 x.shape[1]) and k[5] == y.stride())
     assert len(launches) == 4
     assert set(by_case) == {"multiples of 16, b row-major", "a size not a multiple of 16", "b = w.t()", None}
-    assert by_case["b = w.t()"][1]["B_T"] is True and by_case["a size not a multiple of 16"][1]["B_T"] is False
-    assert by_case["a size not a multiple of 16"][2]["full_tiles"] == 2 and by_case[None][2] is None
-    assert [k[6] for k in launches] == [True, True, True, False]
+    for case, (_, meta, state) in by_case.items():
+        pointer = case is None or ns["HOPPER_CHOICE"][case] == "pointer"
+        assert (state is None) is pointer, case
+        if not pointer:
+            assert meta["B_T"] is (case == "b = w.t()"), case
+    assert by_case["a size not a multiple of 16"][2]["full_tiles"] == 2
+    assert [k[6] for k in launches] == [False, True, True, True]
     assert torch.allclose(first.double(), torch.relu(a.double() @ b.double()), atol=1e-2, rtol=2e-3)
 
 
