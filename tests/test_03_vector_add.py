@@ -134,6 +134,25 @@ def test_each_hint_fires_on_its_mistake_and_stays_silent_on_the_others(mistake, 
     assert fired == ({hint} if hint else set()), str(info.value)
 
 
+def _floor_grid(x, y):
+    """What a grid of n // 1024 programs writes: whole blocks only (none at all when n < 1024)."""
+    out = torch.empty_like(x)
+    whole = x.numel() // 1024 * 1024
+    out.view(-1)[:whole] = (x + y).view(-1)[:whole]
+    return out
+
+
+def test_a_grid_of_no_programs_is_named_when_nothing_was_written():
+    """The self-check's first case (1000 elements) under a floor grid with BLOCK = 1024 launches no program: the
+    output is untouched, and the hint for that symptom names the grid beside the store and the return value."""
+    ns = judge_defs()
+    args = (torch.randn(1000), torch.randn(1000))
+    with pytest.raises(CheckFailed) as info:
+        check(_floor_grid, args, ns["reference"], atol=1e-6, rtol=1e-6, hints=ns["hints"], name="add",
+              require_kernel=False)
+    assert "not one element" in str(info.value) and "triton.cdiv(n, BLOCK)" in str(info.value), str(info.value)
+
+
 def test_every_hint_has_a_mistake_here():
     hints = judge_defs()["hints"]
     assert len(_HINT_PHRASES) == len(hints)

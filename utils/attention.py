@@ -615,14 +615,37 @@ def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, in
 
 
 def recorded_sdpa_backend() -> str:
-    """Which kernel PyTorch's scaled_dot_product_attention ran in the recorded comparison, in words."""
+    """Which kernel PyTorch's scaled_dot_product_attention ran in the recorded comparison, in words: from
+    results/09_attention.json, or else from the launch sweep (results/09_attention_sweep.json)."""
     from .gpus import recorded
 
     data, _ = recorded("09_attention")
     backend = (data or {}).get("sdpa_backend")
-    if not backend:
-        return "not recorded in this copy of results/09_attention.json"
-    return f"{backend.get('backend', '?')} (profiler kernel: {backend.get('kernel', '?')})"
+    if backend:
+        return f"{backend.get('backend', '?')} (profiler kernel: {backend.get('kernel', '?')})"
+    sweep, _ = recorded("09_attention_sweep")
+    backend = ((sweep or {}).get("sdpa") or {}).get("backend")
+    if backend:
+        return f"{backend} (recorded by the launch sweep, results/09_attention_sweep.json)"
+    return "not recorded in this copy of results/"
+
+
+def recorded_table_launches() -> dict[str, dict]:
+    """The focused sweep's figures (results/09_attention_focus.json) for the launch each case of the table
+    now takes: {case: {"launch", "tflops", "sdpa_tflops" (both at N = 16384), "geomean", "worst"}}, the last
+    two the launch's TFLOP/s over SDPA's across the sweep's N. Empty when this copy has no such file."""
+    from .gpus import recorded
+
+    data, _ = recorded("09_attention_focus")
+    out = {}
+    for case, winner in ((data or {}).get("winners") or {}).items():
+        best = winner["best"]
+        rows = [r for r in data["rows"] if r["N"] == 16384 and best in r["tflops"]
+                and f"D={r['D']}" + (", causal" if r["causal"] else "") == case]
+        if rows:
+            out[case] = {"launch": best, "tflops": rows[0]["tflops"][best], "sdpa_tflops": rows[0]["tflops"]["SDPA"],
+                         "geomean": winner["geomean_ratio_to_sdpa"], "worst": winner["worst_ratio_to_sdpa"]}
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------
