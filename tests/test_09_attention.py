@@ -423,3 +423,22 @@ def test_the_benchmark_plot_names_the_roof_of_each_part():
     cpu = Sweep([32], "N", {"Triton attention": [0.1]}, interpreted=True, unit="TFLOP/s")
     labels = [line.get_label() for line in plot_tflops(cpu, "t", tensor, sfu, 64).get_lines()]
     assert not any("roof" in label or "ceiling" in label for label in labels)
+
+
+def test_the_table_in_the_notebook_is_the_focused_sweeps_choice_and_its_figures_are_printed(ns):
+    """HOPPER_CONFIGS takes, for every (D, causal), the launch results/09_attention_focus.json found best, and
+    recorded_table_launches reports that launch's figures from the same file (the chapter's recorded cell prints
+    them, since results/09_attention.json predates the table); the SDPA backend comes from the sweep's record."""
+    import json
+
+    from triton_course.attention import recorded_sdpa_backend, recorded_table_launches
+
+    focus = json.loads((ROOT / "results" / "09_attention_focus.json").read_text())
+    table = recorded_table_launches()
+    assert set(table) == set(focus["winners"]) == {"D=64", "D=64, causal", "D=128", "D=128, causal"}
+    for case, winner in focus["winners"].items():
+        d, causal = int(case.split(",")[0][2:]), case.endswith("causal")
+        mine = ns["HOPPER_CONFIGS"][(d, causal)]
+        assert {k: getattr(mine, k) for k in winner["config"]} == winner["config"], case
+        assert table[case]["launch"] == winner["best"] and 0 < table[case]["tflops"] < 1000, table[case]
+    assert recorded_sdpa_backend().startswith("cuDNN attention")
