@@ -13,6 +13,8 @@ import json
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from grader.autograde import find_submissions, grade_all
 from grader.examples import build_submissions
@@ -213,6 +215,7 @@ _HINT_PHRASES = {
     "nan_in_neg_inf_rows": "NaN in rows containing -inf",
     "all_neg_inf_row": "A row that is -inf everywhere should give NaN",
     "padding": "Load them with other=float('-inf')",
+    "online_rescale": "multiplied by exp(m - m_new)",
     "row_stride": "step between rows with the row stride",
     "float16_math": "computed in float16",
     "input_modified": "wrote into its input",
@@ -239,6 +242,32 @@ def _pad_with_zero(x):
     return torch.softmax(padded.double(), dim=-1)[:, : x.shape[1]].to(x.dtype).contiguous()
 
 
+def _online_without_rescale(x, chunk=1024):
+    """softmax_long with a running max and sum per lane, in float32, whose sums are never multiplied by
+    exp(m - m_new) when a chunk raises the max."""
+    rows, n = x.shape
+    run_max = torch.full((rows, chunk), float("-inf"))
+    run_sum = torch.zeros(rows, chunk)
+    for start in range(0, n, chunk):
+        part = torch.full((rows, chunk), float("-inf"))
+        part[:, : min(chunk, n - start)] = x[:, start:start + chunk].float()
+        new_max = torch.maximum(run_max, part)
+        pivot = torch.where(torch.isneginf(new_max), 0.0, new_max)
+        run_sum = run_sum + torch.exp(part - pivot)          # right: run_sum * exp(run_max - pivot) + ...
+        run_max = new_max
+    row_max = run_max.max(dim=1, keepdim=True).values
+    row_sum = (run_sum * torch.exp(run_max - row_max)).sum(dim=1, keepdim=True)
+    return (torch.exp(x.float() - row_max) / row_sum).to(x.dtype)
+
+
+def _long_pad_with_zero(x, chunk=1024):
+    """softmax_long whose last, partial chunk loads its padding lanes as 0."""
+    width = -(-x.shape[1] // chunk) * chunk
+    padded = torch.zeros(x.shape[0], width, dtype=torch.float64)
+    padded[:, : x.shape[1]] = x
+    return torch.softmax(padded, dim=-1)[:, : x.shape[1]].to(x.dtype).contiguous()
+
+
 def _rows_n_apart(x):
     return _ok(x.as_strided((x.shape[0], x.shape[1]), (x.shape[1], 1)))
 
@@ -257,6 +286,10 @@ _MISTAKES = [  # (mistake, input maker, the one hint it must name; None: no hint
     (_nan_where_neg_inf, lambda: with_neg_inf(5, 30), "nan_in_neg_inf_rows"),
     (_zero_for_all_neg_inf_rows, lambda: with_neg_inf(5, 30), "all_neg_inf_row"),
     (_pad_with_zero, lambda: torch.randn(4, 50), "padding"),
+    (_long_pad_with_zero, lambda: torch.randn(3, 2500), "padding"),
+    (_online_without_rescale, lambda: torch.randn(3, 2500), "online_rescale"),
+    (_online_without_rescale, lambda: with_neg_inf(5, 3000), "online_rescale"),
+    (_online_without_rescale, lambda: strided_rows(3, 2500), "online_rescale"),
     (_rows_n_apart, lambda: strided_rows(5, 40), "row_stride"),
     (_float16_math, lambda: torch.randn(40, 256).half(), "float16_math"),
     (_writes_input, lambda: torch.randn(3, 20) * 0.1 + 3, "input_modified"),
@@ -277,6 +310,78 @@ def test_each_hint_fires_on_its_mistake_and_stays_silent_on_the_others(mistake, 
         check(mistake, [x], reference, atol=atol, rtol=rtol, hints=HINTS, name="softmax")
     fired = {name for name, phrase in _HINT_PHRASES.items() if phrase in str(info.value)}
     assert fired == ({hint} if hint else set()), str(info.value)
+
+
+@triton.jit
+def _long_kernel(x_ptr, out_ptr, n_cols, x_row_stride, out_row_stride, CHUNK: tl.constexpr, RESCALE: tl.constexpr,
+                 PAD: tl.constexpr, PER_LANE: tl.constexpr):
+    """The extension's online softmax, with a running max and sum per lane (PER_LANE) or per row, and two
+    mistakes to choose: RESCALE=False never multiplies the sum by exp(m - m_new); PAD=0.0 loads the padding
+    lanes of the last chunk as 0."""
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, CHUNK)
+    if PER_LANE:
+        m = tl.full([CHUNK], float("-inf"), tl.float32)
+        s = tl.zeros([CHUNK], tl.float32)
+    else:
+        m = float("-inf")
+        s = 0.0
+    for start in tl.range(0, n_cols, CHUNK):
+        cols = start + offs
+        x = tl.load(x_ptr + row * x_row_stride + cols, mask=cols < n_cols, other=PAD).to(tl.float32)
+        m_new = tl.maximum(m, x) if PER_LANE else tl.maximum(m, tl.max(x, axis=0))
+        pivot = tl.where(m_new == float("-inf"), 0.0, m_new)
+        e = tl.exp(x - pivot) if PER_LANE else tl.sum(tl.exp(x - pivot), axis=0)
+        s = s * tl.exp(m - pivot) + e if RESCALE else s + e
+        m = m_new
+    if PER_LANE:
+        row_max = tl.max(m, axis=0)
+        row_sum = tl.sum(s * tl.exp(m - row_max), axis=0)
+    else:
+        row_max = m
+        row_sum = s
+    for start in tl.range(0, n_cols, CHUNK):
+        cols = start + offs
+        ok = cols < n_cols
+        x = tl.load(x_ptr + row * x_row_stride + cols, mask=ok, other=float("-inf")).to(tl.float32)
+        tl.store(out_ptr + row * out_row_stride + cols, (tl.exp(x - row_max) / row_sum).to(out_ptr.dtype.element_ty),
+                 mask=ok)
+
+
+def _softmax_long(chunk=4096, rescale=True, pad=float("-inf"), per_lane=True):
+    def softmax_long(x):
+        out = torch.empty(x.shape, dtype=x.dtype)
+        _long_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), out.stride(0), CHUNK=chunk, RESCALE=rescale,
+                                    PAD=pad, PER_LANE=per_lane)
+        return out
+    return softmax_long
+
+
+def _fired(fn, x):
+    atol, rtol = tolerance(x.dtype)
+    with pytest.raises(CheckFailed) as info:
+        check(fn, [x], reference, atol=atol, rtol=rtol, hints=HINTS, name="softmax_long", require_kernel=False)
+    return {name for name, phrase in _HINT_PHRASES.items() if phrase in str(info.value)}
+
+
+def test_online_softmax_without_rescale_is_named_and_padding_is_not():
+    """softmax_long kernels (Triton, in the interpreter) on the self-check's rows of 10000 (three chunks of 4096): the
+    running sum never rescaled (per lane or per row) makes every output too small and gets the rescale hint, not
+    the padding hint, though 10000 is not a power of two; it is right on rows that fit in one chunk. Padding lanes
+    loaded as 0 get the padding hint and not the rescale hint, on long rows as on short ones."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 10000)
+    for per_lane in (True, False):
+        no_rescale = _softmax_long(rescale=False, per_lane=per_lane)
+        assert _fired(no_rescale, x) == {"online_rescale"}
+        assert _fired(_softmax_long(pad=0.0, per_lane=per_lane), x) == {"padding"}
+        assert _fired(_softmax_long(pad=0.0, per_lane=per_lane), torch.randn(2, 100)) == {"padding"}
+        for short in (torch.randn(2, 100), torch.randn(2, 4096)):   # within one chunk: right
+            check(no_rescale, [short], reference, atol=tolerance(short.dtype)[0], rtol=tolerance(short.dtype)[1],
+                  hints=HINTS, name="softmax_long", require_kernel=False)
+    assert _fired(_softmax_long(chunk=1024, rescale=False), strided_rows(3, 5000)) == {"online_rescale"}
+    check(_softmax_long(), [x], reference, atol=tolerance(x.dtype)[0], rtol=tolerance(x.dtype)[1], hints=HINTS,
+          name="softmax_long", require_kernel=False)
 
 
 def test_every_hint_has_a_mistake_here():

@@ -22,6 +22,8 @@ import sys
 import nbformat
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from grader.autograde import find_submissions, grade_all
 from grader.course import solution_notebook
@@ -127,6 +129,7 @@ def test_kernel_names_are_read_by_the_documented_convention():
 _HINT_PHRASES = {
     "no_relu": "apply ReLU",
     "nan_past_end": "NaN where the reference is finite",
+    "all_zero": "Every output is 0",
     "zeros_past_end": "Far more outputs are 0",
     "relu_partial": "*partial* sum",
     "row_major": "as if the transposed input were row-major",
@@ -153,6 +156,20 @@ def _zeros_past_end(a, b):
     out = _exact(a, b)
     out[: out.shape[0] // 2] = 0      # on a GPU tl.maximum(NaN, 0.0) gives 0
     return out
+
+
+def _k_loop_never_runs(a, b, step=32):
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64)
+    for k0 in range(0, 0, step):      # range(0, K, BLOCK_K) with K left out: not a single step
+        acc = acc + a[:, k0:k0 + step].double() @ b[k0:k0 + step].double()
+    return torch.relu(acc).to(a.dtype)
+
+
+def _dot_not_added(a, b, step=32):
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64)
+    for k0 in range(0, a.shape[1], step):
+        a[:, k0:k0 + step].double() @ b[k0:k0 + step].double()   # tl.dot(a, b) whose result is dropped
+    return torch.relu(acc).to(a.dtype)
 
 
 def _relu_each_step(a, b, step=32):
@@ -192,6 +209,10 @@ _MISTAKES = [  # (mistake, inputs, the one hint it must name; None: no hint fits
     (_no_relu, lambda: make(40, 30, 64), "no_relu"),
     (_nan_past_end, lambda: make(40, 30, 64), "nan_past_end"),
     (_zeros_past_end, lambda: make(40, 30, 64), "zeros_past_end"),
+    (_zeros_past_end, lambda: make(67, 45, 129, transpose_b=True), "zeros_past_end"),
+    (_k_loop_never_runs, lambda: make(40, 30, 64), "all_zero"),
+    (_k_loop_never_runs, lambda: make(67, 45, 129), "all_zero"),
+    (_dot_not_added, lambda: make(40, 30, 64, transpose_b=True), "all_zero"),
     (_relu_each_step, lambda: make(40, 30, 129), "relu_partial"),
     (_relu_each_step, lambda: make(40, 30, 129, transpose_b=True), "relu_partial"),
     (_b_read_row_major, lambda: make(40, 30, 64, transpose_b=True), "row_major"),
@@ -244,6 +265,68 @@ def test_the_partial_sum_hint_does_not_answer_a_float16_running_sum():
             assert _HINT_PHRASES["float16_sum"] not in str(info.value)
 
 
+@triton.jit
+def _k_loop_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   LOOP: tl.constexpr, K_MASK: tl.constexpr, BLOCK: tl.constexpr):
+    """One BLOCK x BLOCK tile of relu(a @ b), with two mistakes to choose: LOOP=False, a K loop that never runs
+    (range(0, 0, BLOCK)); K_MASK=False, loads of a and b masked by rows and columns only."""
+    rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    rk = tl.arange(0, BLOCK)
+    row_ok, col_ok = rm[:, None] < M, rn[None, :] < N
+    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k0 in range(0, K if LOOP else 0, BLOCK):
+        if K_MASK:
+            a = tl.load(a_ptrs, mask=row_ok & (rk[None, :] < K - k0), other=0.0)
+            b = tl.load(b_ptrs, mask=(rk[:, None] < K - k0) & col_ok, other=0.0)
+        else:
+            a = tl.load(a_ptrs, mask=row_ok, other=0.0)
+            b = tl.load(b_ptrs, mask=col_ok, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK * stride_ak
+        b_ptrs += BLOCK * stride_bk
+    acc = tl.maximum(acc, 0.0)
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+             mask=row_ok & col_ok)
+
+
+def _k_loop_matmul(loop=True, k_mask=True):
+    def matmul_relu(a, b):
+        (m, k), n = a.shape, b.shape[1]
+        c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+        _k_loop_kernel[(triton.cdiv(m, 32), triton.cdiv(n, 32))](
+            a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            LOOP=loop, K_MASK=k_mask, BLOCK=32)
+        return c
+    return matmul_relu
+
+
+def test_a_k_loop_that_never_runs_is_told_apart_from_a_missing_k_mask():
+    """Every output 0 (Triton kernels, in the interpreter): a K loop that never runs gets the all-zero hint, at
+    any K, and not the hint about some zeros. Without a K mask and with a ragged K, every sum of a contiguous b
+    reads the guard past K, so that output is all 0 too, indistinguishable: the all-zero hint names the K
+    mask as the other cause. With b transposed the missing mask reads the next column instead (wrong values,
+    no zeros to explain): neither zero hint."""
+    torch.manual_seed(2)
+    cases = [(_k_loop_matmul(loop=False), make(40, 30, 64, device="cpu"), {"all_zero"}),
+             (_k_loop_matmul(loop=False), make(67, 45, 129, device="cpu"), {"all_zero"}),
+             (_k_loop_matmul(k_mask=False), make(67, 45, 129, device="cpu"), {"all_zero"}),
+             (_k_loop_matmul(k_mask=False), make(67, 45, 129, transpose_b=True, device="cpu"), set())]
+    for fn, (a, b), hints in cases:
+        atol, rtol = tolerance(a.dtype)
+        with pytest.raises(CheckFailed) as info:
+            check(fn, [a, b], reference, atol=atol, rtol=rtol, hints=HINTS, require_kernel=False)
+        fired = {name for name, phrase in _HINT_PHRASES.items() if phrase in str(info.value)}
+        assert fired == hints, str(info.value)
+        if hints:
+            assert "range(0, K, BLOCK_K)" in str(info.value) and "rk < K - k0" in str(info.value)
+    for a, b in (make(40, 30, 64, device="cpu"), make(67, 45, 129, device="cpu")):
+        atol, rtol = tolerance(a.dtype)   # the same kernel with both right passes: the mistakes are what fails
+        check(_k_loop_matmul(), [a, b], reference, atol=atol, rtol=rtol, hints=HINTS, require_kernel=False)
+
+
 # ---------------------------------------------------------------------------------------------------
 # The example submissions against the hidden tests
 # ---------------------------------------------------------------------------------------------------
@@ -258,7 +341,9 @@ def test_the_reference_kernel_passes_every_hidden_test():
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("student, grade_id, hint", [
-    ("cleo_no_k_mask", "test_ragged_sizes", "zeros_past_end"),   # tl.maximum(NaN, 0.0) is 0, here as on a GPU
+    # K = 129, b contiguous: every sum reads the guard past K (NaN), and tl.maximum(NaN, 0.0) is 0, here as on a
+    # GPU; every output 0 looks the same as a K loop that never runs, and that hint names the K mask too
+    ("cleo_no_k_mask", "test_ragged_sizes", "all_zero"),
     ("dev_relu_in_k_loop", "test_ragged_sizes", "relu_partial"),
     ("eve_no_relu", "test_ragged_sizes", "no_relu"),
     ("finn_contiguous_b", "test_transposed_views", "row_major"),
@@ -306,7 +391,8 @@ def test_no_k_mask_and_relu_in_k_loop_fail_under_real_autograde(tmp_path):
 
     ragged = records[("cleo_no_k_mask", "test_ragged_sizes")]
     assert ragged.status == "failed" and ragged.points == 0
-    assert _HINT_PHRASES["zeros_past_end"] in ragged.message and "partial" not in ragged.message
+    assert _HINT_PHRASES["all_zero"] in ragged.message and "partial" not in ragged.message
+    assert "without a K mask (rk < K - k0" in ragged.message
     assert records[("cleo_no_k_mask", "test_relu_zeros")].status == "passed"
     ragged = records[("dev_relu_in_k_loop", "test_ragged_sizes")]
     assert ragged.status == "failed" and _HINT_PHRASES["relu_partial"] in ragged.message

@@ -254,13 +254,32 @@ def _rounding_only(c: Comparison, args: Sequence[torch.Tensor]) -> bool:
     return len(diff) < 10 or 0.1 <= up <= 0.9
 
 
+def _all_zero(c: Comparison, args: Sequence[torch.Tensor]) -> bool:
+    """(Nearly) every output whose reference is clearly positive came out exactly 0: no sum reached the
+    epilogue (a K loop that never runs, or tl.dot results never added into acc), or every sum is NaN."""
+    positive = c.expected > c.atol
+    n = int(positive.sum())
+    return n > 0 and int(((c.got == 0) & positive).sum()) >= 0.98 * n
+
+
+def _more_zeros_than_relu(c: Comparison, args: Sequence[torch.Tensor]) -> bool:
+    """Far more zeros than the reference has, but not every output: some sums read past the end of K."""
+    excess = float((c.got == 0).double().mean()) > float((c.expected == 0).double().mean()) + 0.2
+    return excess and not _all_zero(c, args)
+
+
 HINTS = [
     Hint(lambda c, args: bool((c.got < 0).any()),
          "Some outputs are negative: apply ReLU (tl.maximum(acc, 0.0)) to the accumulator after the K loop."),
     Hint(lambda c, args: bool((torch.isnan(c.got) & ~torch.isnan(c.expected) & ~c.unwritten).any()),
          "NaN where the reference is finite: a load read past the end of a or b (the guard region reads as "
          "NaN). Mask the K dimension too (rk < K - k0) with other=0.0, not only rows and columns."),
-    Hint(lambda c, args: float((c.got == 0).double().mean()) > float((c.expected == 0).double().mean()) + 0.2,
+    Hint(_all_zero,
+         "Every output is 0, even where the reference is positive: does the K loop run (for k0 in range(0, K, "
+         "BLOCK_K)) and add each tl.dot into acc (acc = tl.dot(a, b, acc))? If it does, and K is not a "
+         "multiple of BLOCK_K, look at the last step: a load past the end of K without a K mask (rk < K - k0, "
+         "other=0.0) reads NaN here (the guard region), every sum becomes NaN, and tl.maximum(NaN, 0.0) gives 0."),
+    Hint(_more_zeros_than_relu,
          "Far more outputs are 0 than ReLU explains: loads past the end of a or b read NaN (the guard region "
          "here, garbage on a GPU) and tl.maximum(NaN, 0.0) gives 0. Mask the K dimension at every load of the "
          "loop (rk < K - k0, other=0.0), not only rows and columns."),

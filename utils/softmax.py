@@ -116,9 +116,72 @@ def _finite_where_all_neg_inf(c: Comparison, inputs: Sequence[torch.Tensor]) -> 
     return bool((expected_nan_rows & got_finite).any())
 
 
+#: The chunks an online softmax may loop over: tl.arange needs a power of two, and rows of up to 2^17 lanes.
+_CHUNKS = tuple(2**p for p in range(4, 18))
+#: Rows (with something wrong in them) that the online-rescale hint looks at: enough to tell, few enough to be quick.
+_RESCALE_ROWS = 8
+
+
+def _sums_without_rescale(x: torch.Tensor, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The denominators, against each row's max, of an online softmax over chunks of ``chunk`` that never
+    multiplies its running sum by exp(m - m_new): one for a running max and sum per lane (vectors of
+    ``chunk``, combined at the end with exp(m_lane - row max)), one for a running max and sum per row.
+    ``x``: float64 rows with a finite max."""
+    rows, n = x.shape
+    steps = -(-n // chunk)
+    lanes = torch.full((rows, steps * chunk), float("-inf"), dtype=torch.float64)
+    lanes[:, :n] = x
+    lanes = lanes.reshape(rows, steps, chunk)
+    row_max = x.max(dim=1).values
+
+    def pivot(m: torch.Tensor) -> torch.Tensor:   # the -inf guard of the chapter: a max of -inf counts as 0
+        return torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+
+    lane_max = torch.cummax(lanes, dim=1).values                         # each lane's running max
+    lane_sum = torch.exp(lanes - pivot(lane_max)).sum(dim=1)              # no rescale in the loop
+    per_lane = (lane_sum * torch.exp(lane_max[:, -1] - row_max[:, None])).sum(dim=1)
+    step_max = torch.cummax(lanes.max(dim=2).values, dim=1).values        # the row's running max
+    per_row = torch.exp(lanes - pivot(step_max)[:, :, None]).sum(dim=(1, 2))
+    return per_lane, per_row
+
+
+def _online_sum_not_rescaled(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
+    """Outputs too small on rows longer than one chunk, by exactly what an online softmax gives that adds each
+    chunk's exp(x - m_new) to a running sum it never multiplies by exp(m - m_new) (running max and sum per lane
+    or per row, for some power-of-two chunk shorter than the row). A row that fits in one chunk is right then."""
+    x = inputs[0]
+    if x.dim() != 2 or tuple(x.shape) != tuple(c.shape) or x.shape[1] <= _CHUNKS[0]:
+        return False
+    got, expected, wrong = _grid(c, c.got), _grid(c, c.expected), _grid(c, c.wrong & ~c.unwritten)
+    xs = x.detach().to(torch.float64).cpu()
+    finite_max = torch.isfinite(xs.max(dim=1).values)
+    usable = finite_max & torch.isfinite(got).all(dim=1) & torch.isfinite(expected).all(dim=1)
+    rows = torch.nonzero(usable & wrong.any(dim=1)).flatten()[:_RESCALE_ROWS]
+    if rows.numel() == 0:
+        return False
+    xs, got = xs[rows], got[rows]
+    if float((got[wrong[rows]] < expected[rows][wrong[rows]]).double().mean()) <= 0.9:
+        return False                                        # the symptom: outputs too small
+    # What the outputs of a row add up to (1 when right; S / D when the denominator is D, not S), and how
+    # closely that sum is known: the rounding of every output to its dtype, and float32's own error.
+    row_max = xs.max(dim=1, keepdim=True).values
+    s = torch.exp(xs - row_max).sum(dim=1)
+    total = got.sum(dim=1)
+    info = torch.finfo(x.dtype)
+    ulp = torch.clamp(got.abs(), min=info.tiny) * info.eps          # spacing of the dtype at each output
+    slack = 1e-5 + 6 * (ulp.square().sum(dim=1) / 12).sqrt()
+    for chunk in (k for k in _CHUNKS if k < x.shape[1]):
+        for d in _sums_without_rescale(xs, chunk):
+            predicted = s / d
+            off = 1 - predicted                             # how far the mistake takes the sum from 1
+            if bool((off > 2 * slack).all()) and bool(((total - predicted).abs() <= 1e-3 * off + slack).all()):
+                return True
+    return False
+
+
 def _padding_in_sum(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
     n = c.shape[-1] if c.shape else 1
-    if n & (n - 1) == 0:
+    if n & (n - 1) == 0 or _online_sum_not_rescaled(c, inputs):
         return False
     wrong = c.wrong & ~c.unwritten & torch.isfinite(c.got) & torch.isfinite(c.expected) & (c.expected > 0)
     if not bool(wrong.any()):
@@ -164,6 +227,11 @@ HINTS: list[Hint] = [
     Hint(_padding_in_sum, "Values too small on rows whose length is not a power of two: the padding "
          "lanes of the block take part in the sum. Load them with other=float('-inf') (so exp gives 0 "
          "there), not 0: a mask filled with 0 adds exp(0 - max) per padding lane to the denominator."),
+    Hint(_online_sum_not_rescaled, "Values too small on rows longer than one chunk, by what a running sum that "
+         "is never rescaled gives: when a chunk raises the running max from m to m_new, the sum so far must be "
+         "multiplied by exp(m - m_new) before the chunk's exp(x - m_new) are added. Without it the sum keeps "
+         "terms taken against older, smaller maxima and comes out too large (rows that fit in one chunk are "
+         "right)."),
     Hint(_row_stride, "Row 0 is right but later rows are wrong, and this input's rows are x.stride(0) "
          "elements apart, not N: step between rows with the row stride of each tensor (x.stride(0) for "
          "the input, out.stride(0) for the output)."),
