@@ -66,9 +66,13 @@ HELPERS_FOLDER = "utils"
 OLD_IMPORT = re.compile(r'(?:^|"|\\n)[ \t]*(?:from|import)[ \t]+utils\b', re.M)
 
 
-def _unrenamed_mentions(folder: Path) -> list[str]:
-    return [str(p.relative_to(folder)) for p in sorted(folder.rglob("*"))
+def require_renamed(folder: Path, package: str) -> None:
+    """Refuse to package ``folder`` while a .py or .ipynb file in it imports the helpers as 'utils'."""
+    left = [str(p.relative_to(folder)) for p in sorted(folder.rglob("*"))
             if p.suffix in (".py", ".ipynb") and OLD_IMPORT.search(p.read_text())]
+    if left:
+        raise PackagingError(f"these still import the helpers as 'utils': {', '.join(left[:5])}: "
+                             f"import them as {package!r}")
 
 
 def _setup_cell_version(notebook: Path) -> str | None:
@@ -105,10 +109,7 @@ def stage_student(root: Path, stage: Path) -> None:
         dest = target / "notebooks" / notebook.parent.name
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy2(notebook, dest / notebook.name)
-    left = _unrenamed_mentions(target)
-    if left:
-        raise PackagingError(f"these still import the helpers as 'utils': {', '.join(left[:5])}: "
-                             f"import them as {package!r}")
+    require_renamed(target, package)
     project = project_table(root)
     (stage / "README.md").write_text(
         f"# {name}\n\nThe helpers and the student notebooks of the Triton kernels course ({course['repository']['url']}).\n\n"
@@ -147,14 +148,11 @@ def stage_instructor(root: Path, stage: Path) -> None:
     """Copy the grader and the nbgrader configuration into ``stage``, with a pyproject.toml."""
     course = course_settings(root)
     name, version = course["packages"]["instructor"], course["course"]["version"]
-    student = course["packages"]["student"]
+    student, package = course["packages"]["student"], course["packages"]["import_name"]
     target = stage / "grader"
     shutil.copytree(root / "grader", target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy2(root / "nbgrader_config.py", target / "nbgrader_config.py")
-    left = _unrenamed_mentions(target)
-    if left:
-        raise PackagingError(f"these still import the helpers as 'utils': {', '.join(left[:5])}: "
-                             f"import them as {package!r}")
+    require_renamed(target, package)
     project = project_table(root)
     dependencies = [f"{student}=={version}", *project.get("optional-dependencies", {}).get("grader", [])]
     (stage / "README.md").write_text(

@@ -436,3 +436,18 @@ def test_nothing_imports_the_helpers_by_their_folder_name():
     assert packaging.OLD_IMPORT.search('x = 1\nfrom utils.checks import CheckFailed\n')
     assert packaging.OLD_IMPORT.search('{"source": ["import utils\\n"]}')
     assert not packaging.OLD_IMPORT.search("import torch.utils.data\nfrom my_utils import x\n")
+
+
+def test_a_grader_that_still_imports_utils_is_refused_by_name(tmp_path):
+    """Staging the instructor package stops at a grader module that imports the helpers by their folder name,
+    naming the file and the import name to use (it once failed there with a NameError instead)."""
+    spec = importlib.util.spec_from_file_location("course_packaging", ROOT / "packaging" / "course_packaging.py")
+    packaging = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(packaging)
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "grader", root / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("course.toml", "nbgrader_config.py", "pyproject.toml"):
+        shutil.copy2(ROOT / name, root / name)
+    (root / "grader" / "stale.py").write_text("from utils.checks import CheckFailed\n")
+    with pytest.raises(packaging.PackagingError, match=r"stale\.py.*import them as 'triton_course'"):
+        packaging.stage_instructor(root, tmp_path / "stage")
