@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -15,6 +16,40 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 from grader.course import assignments  # noqa: E402
 
 CHAPTERS = assignments()
+
+
+@functools.lru_cache(maxsize=None)
+def _solution(chapter: str):
+    import nbformat
+
+    from grader.course import solution_notebook
+
+    return nbformat.read(solution_notebook(chapter), as_version=4)
+
+
+def solution_cell(chapter: str, grade_id: str) -> str:
+    """The source of the solution notebook's cell with this nbgrader ``grade_id``."""
+    return next(c.source for c in _solution(chapter).cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+@functools.lru_cache(maxsize=None)
+def judge_defs(chapter: str) -> dict:
+    """The chapter's ``judge_defs`` cell (reference, inputs, tolerances, hints), executed as the grader does."""
+    import torch
+
+    import triton_course
+
+    ns = {"torch": torch, "device": triton_course.current()}
+    exec(compile(solution_cell(chapter, "judge_defs"), "<judge_defs>", "exec"), ns)
+    return ns
+
+
+def main_path(chapter: str) -> tuple[list[str], list[str]]:
+    """The solution notebook's markdown cells before its "## Appendix" cell (the main path), and from it on
+    (empty when there is no appendix)."""
+    markdown = [c.source for c in _solution(chapter).cells if c.cell_type == "markdown"]
+    at = next((i for i, s in enumerate(markdown) if s.lstrip().startswith("## Appendix")), len(markdown))
+    return markdown[:at], markdown[at:]
 
 
 @pytest.fixture(scope="session")

@@ -3,14 +3,13 @@ fires on its own mistake and on no other), and the example corpus."""
 
 from __future__ import annotations
 
-import nbformat
 import pytest
 
 from grader.autograde import find_submissions, grade_all
 from grader.course import solution_notebook
 from grader.examples import build_submissions
 from grader.notebook_code import exec_cell, load_namespace
-from tests.conftest import run_with_answers
+from tests.conftest import run_with_answers, solution_cell
 from triton_course.checks import CheckFailed
 from triton_course.gpus import GPU_SPECS, recorded
 from triton_course.occupancy import LIMITS, sm_limits
@@ -60,8 +59,7 @@ def test_occupancy_is_monotone_and_bounded(ns):
 
 
 def _cell(grade_id: str) -> str:
-    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
-    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return solution_cell(CHAPTER, grade_id)
 
 
 def _mistaken_occupancy(*, whole_file=False, no_rounding=False, floor_warps=False, no_block_limit=False,

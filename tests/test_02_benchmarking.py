@@ -6,14 +6,13 @@ from __future__ import annotations
 import statistics
 import time
 
-import nbformat
 import pytest
 
 from grader.autograde import find_submissions, grade_all
 from grader.course import solution_notebook
 from grader.examples import build_submissions
 from grader.notebook_code import exec_cell, load_namespace
-from tests.conftest import run_with_answers
+from tests.conftest import run_with_answers, solution_cell
 from triton_course.checks import CheckFailed
 from triton_course.ladder import working_set_sweep
 
@@ -52,8 +51,7 @@ def test_benchmark_returns_the_statistic_asked_for(ns):
 
 
 def _cell(grade_id: str) -> str:
-    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
-    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return solution_cell(CHAPTER, grade_id)
 
 
 def _per_call_ms(fn, n):

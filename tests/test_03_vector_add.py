@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from grader.course import solution_notebook
-from tests.conftest import ROOT, run_with_answers
+from tests.conftest import ROOT, main_path, run_with_answers
+from tests.conftest import judge_defs as shared_judge_defs
 from triton_course.checks import CheckFailed, check, tolerance_for
 
 CHAPTER = "03_vector_add"
@@ -29,16 +30,9 @@ def outcomes(student: str) -> dict[str, str]:
     return run_with_answers(CHAPTER, student)
 
 
-@functools.lru_cache(maxsize=None)
 def judge_defs() -> dict:
     """The notebook's judge cell (reference, inputs, hints), executed here as the grader does."""
-    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "judge_defs")
-    import triton_course
-
-    ns = {"torch": torch, "device": triton_course.current()}
-    exec(compile(cell.source, "<judge_defs>", "exec"), ns)
-    return ns
+    return shared_judge_defs(CHAPTER)
 
 
 # --- the example submissions, through the judge --------------------------------------------------------
@@ -253,16 +247,14 @@ def test_sweep_launcher_of_the_script_adds_under_the_interpreter():
 # --- the chapter's shape and length ----------------------------------------------------------------------
 
 def test_main_path_is_at_most_1800_words_and_keeps_the_chapter_shape():
-    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
-    markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
-    appendix = next(i for i, s in enumerate(markdown) if s.lstrip().startswith("## Appendix"))
-    main = "\n".join(markdown[:appendix])
-    assert len(main.split()) <= 1800, len(main.split())
+    cells, appendix = main_path(CHAPTER)
+    main = "\n".join(cells)
+    assert appendix and len(main.split()) <= 1800, len(main.split())
     order = ["**Goals.**", "## Background", "budget", "## TODO", "## Self-check", "## Reading the PTX",
              "## Experiment", "## Benchmark", "## What to take away"]
     positions = [main.find(heading) for heading in order]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), dict(zip(order, positions))
-    assert "Sources:" in markdown[appendix] and "01-vector-add" in markdown[appendix]
+    assert "Sources:" in appendix[0] and "01-vector-add" in appendix[0]
 
 
 # --- the recorded H200 figures back the notebook's claims -----------------------------------------------

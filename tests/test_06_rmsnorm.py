@@ -270,21 +270,6 @@ def test_bandwidth_target_is_ninety_percent_of_a_same_size_copy():
     assert "fraction=0.90" in cell and 'against="same_size_copy"' in cell
 
 
-def test_main_path_is_at_most_1800_words_with_gpu_detail_in_an_appendix():
-    import nbformat
-
-    from grader.course import solution_notebook
-
-    words, appendix = 0, False
-    for cell in nbformat.read(solution_notebook(CHAPTER), as_version=4).cells:
-        if cell.cell_type == "markdown":
-            if cell.source.lstrip().startswith("## Appendix"):
-                appendix = True
-                break
-            words += len(cell.source.split())
-    assert appendix and words <= 1800, words
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # The launch rule: the hidden tests reach every path it takes on a GPU; its constants are the sweep's; ALIGN
 # turns 2-byte loads into 16-byte ones

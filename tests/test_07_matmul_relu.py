@@ -28,7 +28,7 @@ import triton.language as tl
 from grader.autograde import find_submissions, grade_all
 from grader.course import solution_notebook
 from grader.examples import build_submissions
-from tests.conftest import ROOT, run_with_answers
+from tests.conftest import ROOT, main_path, run_with_answers
 from triton_course.checks import CheckFailed, check
 from triton_course.matmul import HINTS, make, reference, tolerance
 
@@ -726,12 +726,10 @@ def test_a_hint_on_a_kernel_argument_is_dropped_and_on_a_computed_value_is_kept(
 
 
 def test_main_path_is_at_most_1800_words_and_the_appendix_follows_the_takeaways():
-    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
-    markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
-    appendix = next(i for i, s in enumerate(markdown) if s.startswith("## Appendix"))
-    assert sum(len(s.split()) for s in markdown[:appendix]) <= 1800
-    assert any(s.startswith("## What to take away") for s in markdown[:appendix])
-    text = "\n".join(markdown[:appendix])
+    markdown, appendix = main_path(CHAPTER)
+    assert appendix and sum(len(s.split()) for s in markdown) <= 1800
+    assert any(s.startswith("## What to take away") for s in markdown)
+    text = "\n".join(markdown)
     for heading in ("## Experiment", "## The cliff", "## Shared memory", "## A profiler table", "## Benchmark",
                     "## Speed check", "## TODO", "## Self-check"):
         assert heading in text, heading

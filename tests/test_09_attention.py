@@ -20,7 +20,7 @@ from grader.autograde import find_submissions, grade_all
 from grader.course import solution_notebook
 from grader.examples import build_submissions
 from grader.notebook_code import load_namespace
-from tests.conftest import ROOT, run_with_answers
+from tests.conftest import ROOT, run_with_answers, solution_cell
 from triton_course.attention import (AMPERE_CONFIGS, ATTENTION_HINTS, COPY_HINTS, INTERPRETER_CONFIG,
                                      TURING_CONFIG, AttentionConfig, attention_reference, causal_block_sweep,
                                      check_base_offset, check_row_offset, check_split, copy_reference, launch_config,
@@ -37,8 +37,7 @@ LONG_TESTS = ["test_attention_one_batch", "test_attention_batches_and_heads", "t
 
 def hopper_configs() -> dict:
     """The solution's HOPPER_CONFIGS table, read from its attention cell."""
-    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
-    src = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "attention")
+    src = solution_cell(CHAPTER, "attention")
     ns = {"AttentionConfig": AttentionConfig}
     exec(src[:src.index("@triton.jit")], ns)
     return ns["HOPPER_CONFIGS"]
@@ -145,8 +144,7 @@ def test_the_gpu_configurations_fit_what_these_tests_assume():
     tests' long N spans more than three key blocks of the largest BLOCK_N, so a missing rescale shows."""
     assert all(bm % bn == 0 for bm, bn in GPU_BLOCKS)
     assert set(hopper_configs()) == {(64, False), (64, True), (128, False), (128, True)}
-    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
-    judge = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "judge_attention")
+    judge = solution_cell(CHAPTER, "judge_attention")
     assert "LONG_N = 3 * 128 + 17" in judge and max(bn for _, bn in GPU_BLOCKS) <= 128
 
 

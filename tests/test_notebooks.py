@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from grader.course import solution_notebook, student_notebook
-from tests.conftest import CHAPTERS, ROOT
+from tests.conftest import CHAPTERS, ROOT, main_path
 from triton_course.bootstrap import SETUP_CELL, setup_cell
 from triton_course.links import CHAPTERS as ALL_CHAPTERS
 from triton_course.links import badges, read_config
@@ -65,17 +65,15 @@ def test_every_main_path_is_at_most_1800_words_in_order_before_its_appendix(chap
     """The markdown before "## Appendix" (the main path) is at most 1,800 words and keeps the chapter's order:
     goals, background, TODO, self-check, experiment, (benchmark,) takeaways. GPU detail lives in the appendix,
     which names the results files it quotes."""
-    markdown = [c.source for c in nbformat.read(solution_notebook(chapter), as_version=4).cells
-                if c.cell_type == "markdown"]
-    appendix = [i for i, s in enumerate(markdown) if s.lstrip().startswith("## Appendix")]
+    cells, appendix = main_path(chapter)
     assert appendix, f"{chapter} has no '## Appendix' cell"
-    main = "\n".join(markdown[:appendix[0]])
+    main = "\n".join(cells)
     assert len(main.split()) <= 1800, f"{chapter}'s main path has {len(main.split())} words"
     order = ["**Goals.**", "## Background", "## TODO", "## Self-check", "## Experiment"]
     order += ["## Benchmark"] if chapter >= "03" else []
     positions = [main.find(heading) for heading in order + ["## What to take away"]]
     assert -1 not in positions and positions == sorted(positions), dict(zip(order + ["takeaways"], positions))
-    assert "results/" in "\n".join(markdown[appendix[0]:]), f"{chapter}'s appendix names no results file"
+    assert "results/" in "\n".join(appendix), f"{chapter}'s appendix names no results file"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
