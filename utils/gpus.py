@@ -46,12 +46,14 @@ def spec_for(device_name: str) -> GpuSpec | None:
     return next((GPU_SPECS[key] for key in GPU_SPECS if key in words), None)
 
 
-def recorded(chapter: str) -> tuple[dict | None, str]:
+def recorded(chapter: str, made_by: str | None = None) -> tuple[dict | None, str]:
     """``(results/<chapter>.json as a dict, "recorded on an H200 (results/<chapter>.json, made by `...`)")``,
-    or ``(None, why)`` when this copy of the course has no such file."""
+    or ``(None, why)`` when this copy of the course has no such file (``why`` names ``made_by``, the command
+    that makes it on a GPU, when given)."""
     path = RESULTS / f"{chapter}.json"
     if not path.exists():
-        return None, f"no recorded figures: results/{path.name} is not in this copy of the course"
+        return None, (f"no recorded figures: results/{path.name} is not in this copy of the course"
+                      + (f"; it is made on a GPU by `{made_by}`" if made_by else ""))
     data = json.loads(path.read_text())
     where = data.get("device", "GPU").replace("NVIDIA ", "")
     return data, f"recorded on an {where} (results/{path.name}, made by `{data.get('command', '?')}`)"

@@ -37,7 +37,7 @@ import torch
 from .bench import Sweep, flops_sweep, steady_rounds, time_ms  # noqa: F401 -- re-exported for chapter 07
 from .checks import CheckFailed, Comparison, Hint, explain_exception
 from .device import current
-from .gpus import RESULTS
+from .gpus import recorded
 from .grading import NOT_GRADED, quiet_stderr, require_launch_per_call
 from .plots import plot_sweep
 
@@ -645,22 +645,10 @@ FOCUS_FILE = "07_matmul_relu_focus.json"
 def recorded_sweep() -> tuple[dict | None, str]:
     """``(results/07_matmul_relu_sweep.json as a dict, "recorded on an H200 (..., made by `...`)")``, or
     ``(None, why)`` when this copy of the course has no such file."""
-    path = RESULTS / SWEEP_FILE
-    if not path.exists():
-        return None, (f"no recorded figures yet: results/{SWEEP_FILE} is made on a GPU by "
-                      "`python results/sweeps/matmul_sweep.py`")
-    data = json.loads(path.read_text())
-    where = data.get("device", "GPU").replace("NVIDIA ", "")
-    return data, f"recorded on an {where} (results/{SWEEP_FILE}, made by `{data.get('command', '?')}`)"
+    return recorded(SWEEP_FILE.removesuffix(".json"), made_by="python results/sweeps/matmul_sweep.py")
 
 
 def recorded_focus() -> tuple[dict | None, str]:
     """``(results/07_matmul_relu_focus.json as a dict, "recorded on an H200 (...)")``: the reference's Hopper
     path and its candidate tiles at the shapes where the first sweep fell short; ``(None, why)`` without it."""
-    path = RESULTS / FOCUS_FILE
-    if not path.exists():
-        return None, (f"no recorded figures yet: results/{FOCUS_FILE} is made on a GPU by "
-                      "`python results/sweeps/matmul_sweep.py --focus`")
-    data = json.loads(path.read_text())
-    where = data.get("device", "GPU").replace("NVIDIA ", "")
-    return data, f"recorded on an {where} (results/{FOCUS_FILE}, made by `{data.get('command', '?')}`)"
+    return recorded(FOCUS_FILE.removesuffix(".json"), made_by="python results/sweeps/matmul_sweep.py --focus")
