@@ -482,6 +482,27 @@ def test_the_launcher_keeps_one_launch_per_shape_dtype_and_layout(ns):
     assert torch.allclose(first.double(), torch.relu(a.double() @ b.double()), atol=1e-2, rtol=2e-3)
 
 
+def test_the_gpu_measurement_reads_the_launchers_cache_for_either_kernel(ns):
+    """results/chapters/07_matmul_relu.py records which launch the reference used from LAUNCHES; when the
+    cache's value grew a third field (the Hopper state) the script broke on the GPU only. Both kinds of entry
+    are read here, on the CPU."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("measure_07", ROOT / "results" / "chapters" / "07_matmul_relu.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    ns["LAUNCHES"].clear()
+    ns["matmul_relu"](*make(25, 40, 17))                           # the exercise's kernel
+    ns["matmul_relu"](*make(24, 40, 16))                           # HOPPER_CHOICE's case for 24
+    pointer, hopper = script.launch_used(ns, 25, 40, 17), script.launch_used(ns, 24, 40, 16)
+    assert pointer["kernel"] == "matmul_relu_kernel" and "BLOCK_M" in pointer
+    want = "matmul_relu_kernel" if ns["HOPPER_CHOICE"]["a size not a multiple of 16"] == "pointer" \
+        else "matmul_relu_tma_kernel"
+    assert hopper["kernel"] == want and "BLOCK_N" in hopper
+    with pytest.raises(KeyError, match="not run 8x8x8"):
+        script.launch_used(ns, 8, 8, 8)
+
+
 def test_aligned_means_every_size_and_stride_is_a_multiple_of_8(ns):
     launches = ns["LAUNCHES"]
     for (m, n, k), transpose, want in (((16, 24, 40), False, True), ((16, 24, 41), False, False),

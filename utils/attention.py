@@ -614,6 +614,19 @@ def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, in
     return out, source + f", the autotuner's time of each configuration, N={n}, D={d}"
 
 
+def sdpa_backend_of(kernel_names: list[str]) -> str:
+    """The SDPA backend that CUDA kernels with these names (as the profiler lists them) belong to, in words.
+    cuDNN is tried first: its kernels' names also contain "flash" (``..._sdpa_sm90_flash_fprop_...``)."""
+    text = " ".join(kernel_names).lower()
+    if "cudnn" in text:
+        return "cuDNN attention"
+    if "flash" in text:
+        return "FlashAttention-2 (PyTorch's flash backend)"
+    if "fmha" in text or "efficient" in text or "cutlass" in text:
+        return "memory-efficient attention (CUTLASS)"
+    return "math (unfused matmuls and softmax)"
+
+
 def recorded_sdpa_backend() -> str:
     """Which kernel PyTorch's scaled_dot_product_attention ran in the recorded comparison, in words: from
     results/09_attention.json, or else from the launch sweep (results/09_attention_sweep.json)."""
@@ -622,7 +635,9 @@ def recorded_sdpa_backend() -> str:
     data, _ = recorded("09_attention")
     backend = (data or {}).get("sdpa_backend")
     if backend:
-        return f"{backend.get('backend', '?')} (profiler kernel: {backend.get('kernel', '?')})"
+        names = [n for names in (backend.get("kernels") or {}).values() for n in names]
+        words = sdpa_backend_of(names) if names else backend.get("backend", "?")
+        return f"{words} (profiler kernel: {backend.get('kernel', '?')})"
     sweep, _ = recorded("09_attention_sweep")
     backend = ((sweep or {}).get("sdpa") or {}).get("backend")
     if backend:

@@ -640,6 +640,7 @@ def read_kernel_name(name: str) -> list[str]:
 
 SWEEP_FILE = "07_matmul_relu_sweep.json"
 FOCUS_FILE = "07_matmul_relu_focus.json"
+ALIGNMENT_FILE = "07_matmul_relu_alignment.json"
 
 
 def recorded_sweep() -> tuple[dict | None, str]:
@@ -652,3 +653,10 @@ def recorded_focus() -> tuple[dict | None, str]:
     """``(results/07_matmul_relu_focus.json as a dict, "recorded on an H200 (...)")``: the reference's Hopper
     path and its candidate tiles at the shapes where the first sweep fell short; ``(None, why)`` without it."""
     return recorded(FOCUS_FILE.removesuffix(".json"), made_by="python results/sweeps/matmul_sweep.py --focus")
+
+
+def recorded_alignment() -> tuple[dict | None, str]:
+    """``(results/07_matmul_relu_alignment.json as a dict, "recorded on an H200 (...)")``: the reference and
+    cuBLAS at sizes near 3000 and at 3000^3 with every row moved onto a 128-byte boundary; ``(None, why)``
+    without it."""
+    return recorded(ALIGNMENT_FILE.removesuffix(".json"), made_by="python results/sweeps/matmul_alignment.py")

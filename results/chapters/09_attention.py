@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from triton_course.attention import (AttentionConfig, attention_reference, attention_tolerance, launch_config,
-                                     pinned_config)
+                                     pinned_config, sdpa_backend_of)
 from triton_course.bench import steady_rounds, time_ms
 
 SIZES = (512, 1024, 2048, 4096, 8192, 16384)
@@ -137,15 +137,7 @@ def _sdpa_backend(ns):
         names = sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
         found[f"D={d}"] = names
         del q, k, v
-    text = " ".join(n for names in found.values() for n in names).lower()
-    if "flash" in text:
-        backend = "FlashAttention-2 (PyTorch's flash backend)"
-    elif "cudnn" in text:
-        backend = "cuDNN attention"
-    elif "fmha" in text or "efficient" in text or "cutlass" in text:
-        backend = "memory-efficient attention (CUTLASS, xFormers' kernels)"
-    else:
-        backend = "math (unfused matmuls and softmax)"
+    backend = sdpa_backend_of([n for names in found.values() for n in names])
     flags = {name: bool(getattr(torch.backends.cuda, name)()) for name in
              ("flash_sdp_enabled", "mem_efficient_sdp_enabled", "cudnn_sdp_enabled", "math_sdp_enabled")
              if hasattr(torch.backends.cuda, name)}

@@ -65,7 +65,7 @@ import triton.language as tl  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
 from triton_course.attention import (AttentionConfig, attention_reference, launch_config,  # noqa: E402
-                                     pinned_config, tiles_visited)
+                                     pinned_config, sdpa_backend_of, tiles_visited)
 
 FOCUS = "--focus" in sys.argv
 NS_N = (1024, 2048, 4096, 8192, 16384)
@@ -463,11 +463,7 @@ def sdpa_backend(alone_too: bool = True) -> dict:
                 torch.cuda.synchronize()
             found[f"D={d}{', causal' if causal else ''}"] = sorted(
                 {e.name for e in prof.events() if e.device_type.name == "CUDA"})
-    text = " ".join(n for names in found.values() for n in names).lower()
-    backend = ("cuDNN attention" if "cudnn" in text else
-               "FlashAttention-2 (PyTorch's flash backend)" if "flash" in text else
-               "memory-efficient attention (CUTLASS)" if ("fmha" in text or "efficient" in text) else
-               "math (unfused)")
+    backend = sdpa_backend_of([n for names in found.values() for n in names])
     alone = {}
     for name in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION") if alone_too else ():
         be = getattr(SDPBackend, name, None)
