@@ -426,7 +426,7 @@ def test_the_benchmark_plot_names_the_roof_of_each_part():
 def test_the_table_in_the_notebook_is_the_focused_sweeps_choice_and_its_figures_are_printed(ns):
     """HOPPER_CONFIGS takes, for every (D, causal), the launch results/09_attention_focus.json found best, and
     recorded_table_launches reports that launch's figures from the same file (the chapter's recorded cell prints
-    them beside results/09_attention.json's rows); the SDPA backend is named from the recorded kernels."""
+    them beside results/09_attention.json's rows); the recorded SDPA backend is cuDNN's."""
     import json
 
     from triton_course.attention import recorded_sdpa_backend, recorded_table_launches
@@ -444,7 +444,7 @@ def test_the_table_in_the_notebook_is_the_focused_sweeps_choice_and_its_figures_
 
 def test_sdpa_backend_is_named_from_the_profilers_kernels_with_cudnn_before_flash():
     """cuDNN's attention kernels carry "flash" in their names too; naming them FlashAttention-2 was a real
-    mislabel in a recorded run. The recorded backend is named from the kernels, not the stored words."""
+    mislabel in a recorded run, made by the measurement scripts, which now both name it with this function."""
     from triton_course.attention import sdpa_backend_of
 
     cudnn = ["Memset (Device)", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64"]

@@ -635,9 +635,7 @@ def recorded_sdpa_backend() -> str:
     data, _ = recorded("09_attention")
     backend = (data or {}).get("sdpa_backend")
     if backend:
-        names = [n for names in (backend.get("kernels") or {}).values() for n in names]
-        words = sdpa_backend_of(names) if names else backend.get("backend", "?")
-        return f"{words} (profiler kernel: {backend.get('kernel', '?')})"
+        return f"{backend.get('backend', '?')} (profiler kernel: {backend.get('kernel', '?')})"
     sweep, _ = recorded("09_attention_sweep")
     backend = ((sweep or {}).get("sdpa") or {}).get("backend")
     if backend:

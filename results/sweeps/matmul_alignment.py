@@ -36,11 +36,12 @@ from triton_course.matmul import matmul_flops, tflops  # noqa: E402
 
 OUT = ROOT / "results" / "07_matmul_relu_alignment.json"
 
-#: (name, m, n, k, padded row width or None): a padded case is a view [:rows, :cols] of wider tensors.
+#: (name, m, n, k, row alignment in elements or None): an aligned case is a view [:, :cols] of a tensor whose
+#: rows are cols rounded up to a multiple of the alignment.
 CASES = [
     ("3000^3", 3000, 3000, 3000, None),
-    ("3000^3, rows padded to 3008", 3000, 3000, 3000, 3008),
-    ("3000^3, rows padded to 3072", 3000, 3000, 3000, 3072),
+    ("3000^3, rows padded to 3008", 3000, 3000, 3000, 64),
+    ("3000^3, rows padded to 3072", 3000, 3000, 3000, 1024),
     ("3008^3", 3008, 3008, 3008, None),
     ("2944^3", 2944, 2944, 2944, None),
     ("3072^3", 3072, 3072, 3072, None),
@@ -51,11 +52,9 @@ CASES = [
 
 def inputs(m: int, n: int, k: int, pad: int | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Fresh a [m, k] and b [k, n] in float16 on the GPU; with ``pad``, each is a view of a tensor whose rows
-    are ``pad`` elements wide (``pad`` < 128 means: rounded up to a multiple of ``pad``)."""
+    are rounded up to a multiple of ``pad`` elements."""
     def wide(cols: int) -> int:
-        if pad is None:
-            return cols
-        return pad if pad >= cols else -(-cols // pad) * pad
+        return cols if pad is None else -(-cols // pad) * pad
 
     a = torch.randn(m, wide(k), device="cuda", dtype=torch.float16)[:, :k]
     b = torch.randn(k, wide(n), device="cuda", dtype=torch.float16)[:, :n]
