@@ -209,6 +209,40 @@ def test_recorded_gpu_figures_back_the_claims():
     assert all(row["reference_gbps"] > row["torch_softmax_gbps"] for row in r["sizes"])
 
 
+def test_launcher_promises_alignment_exactly_where_it_holds():
+    """The reference passes ALIGN, the largest power of two up to 16 bytes of elements dividing N and both row
+    strides: 8 for rows of 1000 float16 (so 16-byte loads, tests/test_06_rmsnorm.py compiles it), 4 for float32,
+    4 for float16 rows of 1004, 1 for 999 and for rows 337 apart. A launcher that never sets it keeps rows of 1000
+    at 2-byte loads; one that ignores the strides promises what does not hold, and the outputs show it."""
+    import contextlib
+    import io
+
+    from grader.course import solution_notebook
+    from grader.notebook_code import load_namespace
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        ns = load_namespace(solution_notebook(CHAPTER))
+    kernel, seen = ns["softmax_kernel"], []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **meta):
+                seen.append(meta.get("ALIGN", 1))
+                return kernel[grid](*args, **meta)
+            return run
+
+    ns["softmax_kernel"] = Recorder()
+    f16 = torch.float16
+    cases = [(torch.randn(3, 1000, dtype=f16), 8), (torch.randn(3, 1000), 4), (torch.randn(3, 1004, dtype=f16), 4),
+             (torch.randn(3, 999, dtype=f16), 1), (strided_rows(3, 300, pad=37), 1),
+             (strided_rows(3, 1000, pad=8, dtype=f16), 8), (strided_rows(3, 1000, pad=4, dtype=f16), 4)]
+    for x, want in cases:
+        got = ns["softmax"](x)
+        assert seen[-1] == want, (tuple(x.shape), x.stride(), x.dtype, seen[-1], want)
+        torch.testing.assert_close(got.double(), reference(x.double()), **dict(zip(("atol", "rtol"),
+                                                                                    tolerance(x.dtype))))
+
+
 # Every hint of triton_course.softmax, by a phrase only it contains, beside a mistake that shows its symptom.
 _HINT_PHRASES = {
     "overflow": "did you subtract the row max",

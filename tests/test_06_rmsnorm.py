@@ -404,7 +404,7 @@ def test_launch_rule_constants_are_the_ones_the_h200_sweep_fitted(chapter, kind)
 
 
 _PTX_SCRIPT = r"""
-import json, linecache, math, re, sys
+import functools, json, linecache, math, re, sys
 import nbformat, torch, triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -413,11 +413,11 @@ notebook, grade_id, kernel = sys.argv[1:4]
 cell = next(c for c in nbformat.read(notebook, as_version=4).cells
             if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
 linecache.cache["<solution>"] = (len(cell.source), None, cell.source.splitlines(True), "<solution>")
-ns = {"math": math, "torch": torch, "triton": triton, "tl": tl}
+ns = {"functools": functools, "math": math, "torch": torch, "triton": triton, "tl": tl}
 exec(compile(cell.source, "<solution>", "exec"), ns)
 jit = ns[kernel]
 names = jit.arg_names
-ints = {"M", "N", "stride_x", "stride_out", "n_rows", "n_cols"}
+ints = {"M", "N", "stride_x", "stride_out", "n_rows", "n_cols", "x_row_stride", "out_row_stride"}
 signature = {a: ("i32" if a in ints else "fp32" if a == "eps" else "constexpr" if a.isupper() else "*fp16")
              for a in names}
 # pointers 16-byte aligned and 32768 rows (multiples of 16, as Triton specialises them); N = 1000 is not
@@ -432,7 +432,8 @@ print(json.dumps(ops))
 """
 
 
-@pytest.mark.parametrize("chapter, grade_id, kernel", [("06_rmsnorm", "rmsnorm", "rmsnorm_kernel"),
+@pytest.mark.parametrize("chapter, grade_id, kernel", [("05_softmax", "softmax", "softmax_kernel"),
+                                                       ("06_rmsnorm", "rmsnorm", "rmsnorm_kernel"),
                                                        ("08_fusion", "fused", "add_rmsnorm_kernel")])
 def test_align_turns_two_byte_loads_into_sixteen_byte_ones(chapter, grade_id, kernel):
     """Compiled for an H100/H200 (sm_90; no GPU needed, in a process without the interpreter), the reference kernel
