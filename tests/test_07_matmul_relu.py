@@ -610,7 +610,8 @@ def test_hidden_tests_reach_every_path_of_the_hopper_kernel(ns):
             grid, meta, state = ns["tma_plan"](a, b, tile, programs=programs)
             bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"] + meta["EXTRA_N"], meta["BLOCK_K"]
             out.append(dict(shape=(m, n, k), b_t=b_t, split=state["split"], full=state["full_tiles"],
-                            extra=meta["EXTRA_N"] > 0,
+                            extra=meta["EXTRA_N"] > 0, realign=state["realign_b"],
+                            b_rows_aligned=(b.t() if b_t else b).stride(0) * b.element_size() % 128 == 0,
                             several=m > 2 * bm and n > 2 * bn and k > 2 * bk,
                             ragged=bool(m % bm and n % bn and k % bk), programs=programs))
         return out
@@ -625,6 +626,9 @@ def test_hidden_tests_reach_every_path_of_the_hopper_kernel(ns):
     assert any(p["several"] and p["ragged"] and p["full"] > p["programs"] for p in cpu), cpu
     assert any(p["split"] > 1 and p["full"] > p["programs"] and p["ragged"] for p in cpu), cpu
     assert any(p["b_t"] and p["split"] > 1 for p in cpu), cpu
+    # b's rows copied onto 128-byte boundaries first (always under the interpreter), row-major and transposed
+    assert all(p["realign"] == (not p["b_rows_aligned"]) for p in cpu), cpu
+    assert any(p["realign"] and p["b_t"] for p in cpu) and any(p["realign"] and not p["b_t"] for p in cpu), cpu
 
     def gpu_tile(case, a, b):   # choose_tile as it runs on an H200
         if choice[case] == "pointer":
@@ -636,6 +640,9 @@ def test_hidden_tests_reach_every_path_of_the_hopper_kernel(ns):
     gpu_shapes = [(m, n, k, False) for m, n, k in _hidden_shapes("test_ragged_sizes", "gpu")]
     gpu = plans(gpu_shapes, 132, gpu_tile, gpu=True)
     assert any(p["split"] > 1 and p["full"] >= 132 and p["ragged"] for p in gpu), gpu
+    # 2056 x 2056 x 264: b's rows 4112 bytes apart, and a has enough rows for the copy to pay on a GPU
+    gpu_from = int(re.search(r"REALIGN_B_FROM_M = (\d+) if device.is_gpu else 1", _cells()["matmul_relu"])[1])
+    assert any(p["realign"] and p["shape"][0] >= gpu_from for p in gpu), (gpu_from, gpu)
     for extra in {p["extra"] for p in gpu}:     # the kinds of tile an H200 takes here: the interpreter takes them too
         assert any(p["extra"] == extra for p in cpu), (extra, cpu)
     bf16 = _cells()["test_bfloat16"]
