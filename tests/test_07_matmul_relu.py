@@ -649,6 +649,63 @@ def test_hidden_tests_reach_every_path_of_the_hopper_kernel(ns):
     assert "(1032, 1048, 1000)" in bf16 and "(2056, 2056, 264)" in _cells()["test_ragged_sizes"]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_realigned_copies_every_value_onto_128_byte_rows(ns, dtype):
+    """The copy kernel's tiles leave ragged edges along both dimensions here (37 rows; 1000 columns against
+    1024 bytes of a row a tile), and its rows come out 128 bytes apart: every value is copied, nothing else."""
+    rows = torch.randn(37, 1000).to(dtype)
+    assert rows.stride(0) * rows.element_size() % 128
+    copy = ns["realigned"](rows)
+    assert torch.equal(copy, rows)
+    assert copy.stride(0) * copy.element_size() % 128 == 0   # (CUDA's allocator starts tensors on 512 bytes)
+    assert ns["realigned"](rows[:, :8]).stride(0) * rows.element_size() == 128   # a row shorter than the boundary
+
+
+_COPY_PTX_SCRIPT = r"""
+import ast, json, linecache, re, sys
+import nbformat, triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+cell = next(c for c in nbformat.read(sys.argv[1], as_version=4).cells
+            if c.metadata.get("nbgrader", {}).get("grade_id") == "matmul_relu")
+node = next(n for n in ast.parse(cell.source).body if isinstance(n, ast.FunctionDef) and n.name == "copy_rows_kernel")
+lines = cell.source.splitlines(True)[node.decorator_list[0].lineno - 1:node.end_lineno]
+linecache.cache["<copy_rows_kernel>"] = (len("".join(lines)), None, lines, "<copy_rows_kernel>")
+ns = {"triton": triton, "tl": tl}
+exec(compile("".join(lines), "<copy_rows_kernel>", "exec"), ns)
+jit = ns["copy_rows_kernel"]
+signature = {"src_ptr": "*fp16", "dst_ptr": "*fp16", "R": "i32", "C": "i32", "stride_src": "i32",
+             "stride_dst": "i32", "BLOCK_R": "constexpr", "BLOCK_C": "constexpr", "ALIGN": "constexpr"}
+aligned = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}   # R, C = 3000: not multiples of 16
+ops = {}
+for align in (1, 8):
+    compiled = triton.compile(ASTSource(jit, signature, {"BLOCK_R": 8, "BLOCK_C": 512, "ALIGN": align}, aligned),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    ops[align] = sorted(set(re.findall(r"\b(?:ld|st)\.global[\w.:]*", compiled.asm["ptx"])))
+print(json.dumps(ops))
+"""
+
+
+def test_the_copy_kernel_moves_16_bytes_per_instruction_with_align():
+    """Compiled for sm_90 (no GPU needed, in a process without the interpreter): rows of 3000 float16 values,
+    a multiple of 8 but not of 16, move 2 bytes per load and store without ALIGN and 16 with ALIGN = 8, the
+    reason the copy is a kernel of the notebook's and not torch's strided copy_ (results/07_matmul_relu_realign_copy.json)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _COPY_PTX_SCRIPT, str(solution_notebook(CHAPTER))],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ops = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert any(op.startswith("ld.global") and op.endswith(".b16") for op in ops["1"]), ops
+    assert not any(op.endswith(".b16") for op in ops["8"]), ops
+    assert any(op.startswith("ld.global") and ".v4." in op for op in ops["8"]), ops
+    assert any(op.startswith("st.global") and ".v4." in op for op in ops["8"]), ops
+
+
 def test_every_hopper_tile_compiles_for_sm90_without_spills(ns):
     """Each tile of GPU_TMA_TILES (the candidates the focus sweep times), with b = w.t() and the last wave cut
     (the most registers), and the chosen tile plain: wgmma, TMA copies, no 2-byte loads, no spills,
