@@ -384,13 +384,14 @@ def notebook_rule_constants(chapter: str) -> dict:
     return found
 
 
-@pytest.mark.parametrize("chapter, kind", [("06_rmsnorm", "rmsnorm"), ("08_fusion", "add_rmsnorm")])
-def test_launch_rule_constants_are_the_ones_the_h200_sweep_fitted(chapter, kind):
-    path = ROOT / "results" / "norms_gaps_sweep.json"
+@pytest.mark.parametrize("chapter, kind, record", [("06_rmsnorm", "rmsnorm", "norms_gaps_sweep.json"),
+                                                   ("08_fusion", "add_rmsnorm", "norms_gaps_add_sweep.json")])
+def test_launch_rule_constants_are_the_ones_the_h200_sweep_fitted(chapter, kind, record):
+    path = ROOT / "results" / record
     constants = notebook_rule_constants(chapter)
     assert set(constants) == set(RULE_CONSTANTS), constants
     if not path.exists():
-        pytest.skip("results/norms_gaps_sweep.json is not recorded yet: run python results/sweeps/norms_gaps.py")
+        pytest.skip(f"results/{record} is not recorded yet: run python results/sweeps/norms_gaps.py")
     fit = json.loads(path.read_text())["fitted_rule"][kind]
     fitted = fit["best"]
     if fitted["shapes"] >= 3:

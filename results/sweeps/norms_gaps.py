@@ -4,6 +4,8 @@ sets the constants of the reference's launch rule (issue 15, point 3).
     python results/sweeps/norms_gaps.py
         (on one H200: about 3 minutes; writes results/norms_gaps_sweep.json after every shape, prints a table
         and the rule's constants at the end; no new shape starts after --budget-s seconds, 170 by default)
+    python results/sweeps/norms_gaps.py --only add_rmsnorm --budget-s 420 --out results/norms_gaps_add_sweep.json
+        (the fused kernel's shapes alone, which the full run leaves out for time: chapter 08's constants)
     python results/sweeps/norms_gaps.py --dry-run
         (anywhere; without a GPU under Triton's interpreter: builds every variant of every shape, checks a sample
         of them at a few rows, runs the rule's search on made-up rates, prints the plan; records nothing)
@@ -545,7 +547,9 @@ def run_sweep(args, simulate: bool = False) -> int:
               flush=True)
     shapes_todo = [s for s in SHAPES if not args.only or any(o in shape_key(*s) for o in args.only)]
     record = {"chapter": "06_rmsnorm and 08_fusion: launch shapes against torch, torch.compile and Liger-Kernel",
-              "command": "python results/sweeps/norms_gaps.py" + "".join(f" --only '{o}'" for o in args.only),
+              "command": "python results/sweeps/norms_gaps.py" + "".join(f" --only '{o}'" for o in args.only)
+                         + (f" --budget-s {args.budget_s:g}" if args.budget_s != 170 else "")
+                         + (f" --out {_shown(args.out)}" if Path(args.out).resolve() != OUT.resolve() else ""),
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(0) if not simulate else "none (simulated)",
               "torch": torch.__version__, "triton": triton.__version__,
@@ -803,6 +807,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="start no new shape of round 1 after this many seconds (round 2: 40 s more)")
     args = p.parse_args(argv)
     return dry_run(args) if args.dry_run else run_sweep(args)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository when it is inside it (as a command would name it)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 if __name__ == "__main__":
