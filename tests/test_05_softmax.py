@@ -182,7 +182,8 @@ def test_rounded_once_tolerance_separates_float32_from_float16_math():
 
 
 def test_hint_float16_math_is_not_named_for_other_mistakes():
-    assert "computed in float16" not in _explain(lambda x: _ok(x) * 1.01, torch.randn(5, 40).half())
+    # x 1.05: every row's largest value is at least 1/40, so some output is always outside the tolerance
+    assert "computed in float16" not in _explain(lambda x: _ok(x) * 1.05, torch.randn(5, 40).half())
     assert "computed in float16" not in _explain(lambda x: _ok(x) * 1.001, torch.randn(5, 40))
 
 

@@ -303,6 +303,24 @@ def _k_loop_matmul(loop=True, k_mask=True):
     return matmul_relu
 
 
+def test_rounding_of_large_partial_sums_is_named_even_when_the_one_output_is_small():
+    """A 1 x 200 by 200 x 1 product whose terms are about 9 but whose sum is 0.7: a float16 running sum is
+    off by about 0.014, 2% of the output but a tiny part of its partial sums. The float16 hint must still fire
+    (it once missed 1 draw in 2000 of the hidden test's 1 x 1 x 200 case)."""
+    from triton_course.checks import compare
+    from triton_course.matmul import _rounding_only
+
+    a = torch.tensor([[3.0, -3.0] * 100], dtype=torch.float16)
+    a[0, 0] = 3.25
+    b = torch.full((200, 1), 3.0, dtype=torch.float16)
+    expected = reference(a, b)
+    assert abs(float(expected) - 0.75) < 1e-9
+    atol, rtol = tolerance(torch.float16)
+    wrong = compare((expected + 0.014).half(), expected, atol=atol, rtol=rtol)
+    assert not wrong.ok and _rounding_only(wrong, (a, b))
+    assert not _rounding_only(compare((expected * 8).half(), expected, atol=atol, rtol=rtol), (a, b))  # a wrong formula
+
+
 def test_a_k_loop_that_never_runs_is_told_apart_from_a_missing_k_mask():
     """Every output 0 (Triton kernels, in the interpreter): a K loop that never runs gets the all-zero hint, at
     any K, and not the hint about some zeros. Without a K mask and with a ragged K, every sum of a contiguous b
