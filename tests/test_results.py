@@ -193,6 +193,16 @@ def test_matmul_sweep_keeps_up_with_cublas_except_near_3000_cubed():
     assert r["host"]["host_ratio_reference_to_torch"] <= 2
 
 
+def test_which_rows_cost_the_cliff_is_b_as_chapter_07_says():
+    """results/07_matmul_relu_alignment_parts.json: at 4000x3000x5000, padding b's rows alone takes the Hopper
+    kernel past cuBLAS, padding a's helps less, and padding c's changes nothing (within 3%)."""
+    rows = {row["case"]: row["ratio_to_torch_same_inputs"] for row in _result("07_matmul_relu_alignment_parts")["rows"]
+            if row["shape"] == "4000x3000x5000"}
+    case = "128x256x64 s3w8, no K-split, rows padded: "
+    none, a, b, c = (rows[case + part] for part in ("none", "a", "b", "c"))
+    assert b >= 1.0 and b >= 1.25 * none and none < a < b and abs(c / none - 1) <= 0.03, rows
+
+
 def test_fused_rmsnorm_residual_silu_reaches_copy_and_beats_torch_compile():
     check = _result("08_fusion")["bandwidth_check"]
     assert check["fraction_of_copy"] >= 0.9 and check["achieved_gbps"] >= check["compile_gbps"]

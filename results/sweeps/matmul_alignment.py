@@ -63,18 +63,14 @@ CASES = [
 def inputs(m: int, n: int, k: int, pad: int | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Fresh a [m, k] and b [k, n] in float16 on the GPU; with ``pad``, each is a view of a tensor whose rows
     are rounded up to a multiple of ``pad`` elements."""
-    def wide(cols: int) -> int:
-        return cols if pad is None else -(-cols // pad) * pad
-
-    a = torch.randn(m, wide(k), device="cuda", dtype=torch.float16)[:, :k]
-    b = torch.randn(k, wide(n), device="cuda", dtype=torch.float16)[:, :n]
-    return a, b
+    return padded(m, k, pad), padded(k, n, pad)
 
 
-def padded(rows: int, cols: int, pad: bool) -> torch.Tensor:
-    """A fresh float16 [rows, cols] on the GPU; with ``pad``, a view of rows rounded up to PAD elements."""
-    wide = -(-cols // PAD) * PAD if pad else cols
-    return torch.randn(rows, wide, device="cuda", dtype=torch.float16)[:, :cols]
+def padded(rows: int, cols: int, pad: int | None, make=torch.randn) -> torch.Tensor:
+    """A fresh float16 [rows, cols] on the GPU (from ``make``); with ``pad``, a view of a tensor whose rows are
+    rounded up to a multiple of ``pad`` elements."""
+    wide = cols if pad is None else -(-cols // pad) * pad
+    return make(rows, wide, device="cuda", dtype=torch.float16)[:, :cols]
 
 
 def direct_launch(ns: dict, tile: str, pad_c: bool):
@@ -85,10 +81,9 @@ def direct_launch(ns: dict, tile: str, pad_c: bool):
     def run(a, b):
         (M, K), N = a.shape, b.shape[1]
         grid, meta, state = ns["tma_plan"](a, b, ns["GPU_TMA_TILES"][tile], split_tail=False)
-        wide = -(-N // PAD) * PAD if pad_c else N
-        c = torch.empty(M, wide, device=a.device, dtype=a.dtype)[:, :N]
-        args = ns["tma_args"](a, b, c.contiguous() if pad_c else c, meta, state)
-        if pad_c:   # the descriptors of c, with its real row stride
+        c = padded(M, N, PAD if pad_c else None, make=torch.empty)
+        args = ns["tma_args"](a, b, c, meta, state)
+        if pad_c:   # tma_args describes c as contiguous: its descriptors again, with its real row stride
             bm, bn, extra = meta["BLOCK_M"], meta["BLOCK_N"], meta["EXTRA_N"]
             cols = bn // 2 if meta["HALVES"] else bn
             args[3] = TensorDescriptor(c, [M, N], [c.stride(0), 1], [bm, cols])
@@ -131,7 +126,7 @@ def parts() -> int:
             fns = {name: fn for name, (fn, a_pad, b_pad) in groups.items() if (a_pad, b_pad) == (pa, pb)}
             if "torch" not in fns:
                 fns["torch"] = relu_mm
-            make = lambda: (padded(m, k, pa), padded(k, n, pb))  # noqa: E731
+            make = lambda: (padded(m, k, PAD if pa else None), padded(k, n, PAD if pb else None))  # noqa: E731
             a, b = make()
             want = relu_mm(a, b).float()
             errors = {name: round(float((fn(a, b).float() - want).abs().max()), 4) for name, fn in fns.items()}
