@@ -9,6 +9,7 @@ visits."""
 from __future__ import annotations
 
 import functools
+import json
 import math
 import zlib
 
@@ -453,3 +454,39 @@ def test_sdpa_backend_is_named_from_the_profilers_kernels_with_cudnn_before_flas
         "FlashAttention-2")
     assert sdpa_backend_of(["fmha_cutlassF_f16_aligned_64x64_rf_sm80"]).startswith("memory-efficient")
     assert sdpa_backend_of(["ampere_fp16_s16816gemm_fp16_128x128", "softmax_warp_forward"]).startswith("math")
+
+
+_HOST_TMA_PROBE = r"""
+import json, sys
+sys.path[:0] = [sys.argv[1] + "/results/sweeps", sys.argv[1]]
+import torch
+import attention_host_tma as probe
+from triton_course.attention import attention_reference
+torch.manual_seed(0)
+errors = {}
+for causal in (False, True):
+    q, k, v = (torch.randn(2, 3, 64, 16) for _ in range(3))
+    want = attention_reference(q.double(), k.double(), v.double(), causal)
+    runs = {"4d": lambda: probe.host_desc4_attention(q, k, v, causal, 32, 16, 4, 1),
+            "2d split": lambda: probe.host_desc_attention(q, k, v, causal, 32, 16, 4, 1, split=True),
+            "2d": lambda: probe.host_desc_attention(q, k, v, causal, 32, 16, 4, 1)}
+    for name, run in runs.items():
+        errors[f"{name} causal={causal}"] = float((run().double() - want).abs().max())
+print(json.dumps(errors))
+"""
+
+
+def test_host_descriptor_probe_kernels_compute_attention_in_the_interpreter():
+    """The kernels results/sweeps/attention_host_tma.py times on the H200 (host-made 2-D and 4-D tensor descriptors,
+    the causal split into unmasked and masked blocks, and one loop masking every block) agree with float64 on
+    2 x 3 heads of 64 rows, two query blocks and four key blocks each, in Triton's interpreter."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", _HOST_TMA_PROBE, str(ROOT)], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    errors = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(errors) == 6 and all(err < 1e-5 for err in errors.values()), errors
