@@ -120,11 +120,9 @@ def _blocks4(acc, m_i, l_i, q, desc_k, desc_v, off_z, off_h, start_m, lo, hi, qk
 
 
 @triton.jit
-def host_desc4_kernel(desc_q, desc_k, desc_v, desc_o, H, N, qk_scale,
-                      CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Host-made 4-D descriptors [Z, H, N, D] for q, k, v and the output (any strides with D contiguous; rows
-    past N read as zeros and are not written, per head); N a multiple of BLOCK_N here. Causal: unmasked
-    off-diagonal blocks, then masked diagonal ones."""
+def _start4(desc_q, H, CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """This program's first query row and head (z, h) (causal: the longest query blocks first), its query tile
+    from a 4-D descriptor, and the empty running state (m_i, l_i, acc)."""
     pid_m = tl.program_id(0)
     if CAUSAL:
         pid_m = tl.num_programs(0) - 1 - pid_m
@@ -135,6 +133,16 @@ def host_desc4_kernel(desc_q, desc_k, desc_v, desc_o, H, N, qk_scale,
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.full([BLOCK_M], 0.0, tl.float32)
     acc = tl.full([BLOCK_M, HEAD_DIM], 0.0, tl.float32)
+    return start_m, off_z, off_h, q, m_i, l_i, acc
+
+
+@triton.jit
+def host_desc4_kernel(desc_q, desc_k, desc_v, desc_o, H, N, qk_scale,
+                      CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Host-made 4-D descriptors [Z, H, N, D] for q, k, v and the output (any strides with D contiguous; rows
+    past N read as zeros and are not written, per head); N a multiple of BLOCK_N here. Causal: unmasked
+    off-diagonal blocks, then masked diagonal ones."""
+    start_m, off_z, off_h, q, m_i, l_i, acc = _start4(desc_q, H, CAUSAL, HEAD_DIM, BLOCK_M)
     if CAUSAL:
         acc, m_i, l_i = _blocks4(acc, m_i, l_i, q, desc_k, desc_v, off_z, off_h, start_m, 0, start_m, qk_scale,
                                  HEAD_DIM, BLOCK_M, BLOCK_N, False)
@@ -152,13 +160,7 @@ def host_desc4_ws_kernel(desc_q, desc_k, desc_v, O, stride_oz, stride_oh, H, N, 
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Non-causal, one warp-specialised loop: q, k, v through host-made 4-D descriptors, the output through a
     descriptor of this head made here (whose block Triton 3.6 splits between the two consumers)."""
-    start_m = tl.program_id(0) * BLOCK_M
-    off_z = tl.program_id(1) // H
-    off_h = tl.program_id(1) % H
-    q = desc_q.load([off_z, off_h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.full([BLOCK_M], 0.0, tl.float32)
-    acc = tl.full([BLOCK_M, HEAD_DIM], 0.0, tl.float32)
+    start_m, off_z, off_h, q, m_i, l_i, acc = _start4(desc_q, H, False, HEAD_DIM, BLOCK_M)
     for start_n in tl.range(0, N, BLOCK_N, warp_specialize=True):
         k = desc_k.load([off_z, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         v = desc_v.load([off_z, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
