@@ -23,9 +23,10 @@ from grader.examples import build_submissions
 from grader.notebook_code import load_namespace
 from tests.conftest import ROOT, run_with_answers, solution_cell
 from triton_course.attention import (AMPERE_CONFIGS, ATTENTION_HINTS, COPY_HINTS, INTERPRETER_CONFIG,
-                                     TURING_CONFIG, AttentionConfig, attention_reference, causal_block_sweep,
-                                     check_base_offset, check_row_offset, check_split, copy_reference, launch_config,
-                                     pinned_config, recorded_causal_ratios, tiles_visited)
+                                     TURING_CONFIG, AttentionConfig, attention_reference, attention_tolerance,
+                                     causal_block_sweep, check_base_offset, check_row_offset, check_split,
+                                     copy_reference, for_length, launch_config, pinned_config, recorded_causal_ratios,
+                                     tiles_visited)
 from triton_course.checks import CheckFailed, check
 
 CHAPTER = "09_attention"
@@ -44,11 +45,16 @@ def hopper_configs() -> dict:
     return ns["HOPPER_CONFIGS"]
 
 
+def table_launches() -> list[AttentionConfig]:
+    """Every launch of the solution's Hopper table (an entry by length holds several)."""
+    return [c for entry in hopper_configs().values()
+            for c in ((entry,) if isinstance(entry, AttentionConfig) else entry)]
+
+
 #: (BLOCK_M, BLOCK_N) of every configuration a GPU launches: the solution's Hopper table, Ampere's and Turing's.
-GPU_BLOCKS = sorted({(c.block_m, c.block_n) for c in (*hopper_configs().values(), *AMPERE_CONFIGS.values(),
-                                                       TURING_CONFIG)})
+GPU_BLOCKS = sorted({(c.block_m, c.block_n) for c in (*table_launches(), *AMPERE_CONFIGS.values(), TURING_CONFIG)})
 #: The Hopper table's configurations with their TMA and warp-specialisation switches (emulated on the CPU).
-HOPPER_PATHS = sorted(set(hopper_configs().values()), key=str)
+HOPPER_PATHS = sorted(set(table_launches()), key=str)
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +153,69 @@ def test_the_gpu_configurations_fit_what_these_tests_assume():
     assert set(hopper_configs()) == {(64, False), (64, True), (128, False), (128, True)}
     judge = solution_cell(CHAPTER, "judge_attention")
     assert "LONG_N = 3 * 128 + 17" in judge and max(bn for _, bn in GPU_BLOCKS) <= 128
+
+
+def hopper_device():
+    """This process's device, described as an H200 (kernels still run nowhere: only launch_config reads it)."""
+    from triton_course import device as course_device
+
+    return course_device.Device(False, torch.device("cpu"), "NVIDIA H200", (9, 0), 132, 4800.0, None)
+
+
+def test_launch_config_on_hopper_takes_the_table_by_length_and_float32_a_smaller_launch(ns, monkeypatch):
+    """On a Hopper GPU 16-bit inputs take the table's launch for their N (descriptors made on the host where TMA
+    runs without warp specialisation); float32 takes the Ampere launch, whose tiles fit in shared memory (the
+    table's 128 x 128, 3-stage launch needs 450 KB in float32, found on the H200 by results/measure.py)."""
+    from triton_course import device as course_device
+
+    monkeypatch.setattr(course_device, "_CURRENT", hopper_device())
+    monkeypatch.setattr("triton_course.attention._use_tma_scratch", lambda: None)
+    for (d, causal), entry in ns["HOPPER_CONFIGS"].items():
+        for n in (1024, 2048, 4096, 16384):
+            q = torch.empty(1, 1, n, d, dtype=torch.float16)
+            config = launch_config(q, q, q, causal, ns["HOPPER_CONFIGS"])
+            assert config == for_length(entry, n), (d, causal, n)
+            args = config.launch_for(q, q, q, q)
+            assert ("q_desc" in args) == (config.tma and not config.warp_spec), (d, causal, n, config)
+            q32 = q.float()
+            small = launch_config(q32, q32, q32, causal, ns["HOPPER_CONFIGS"])
+            assert small == AMPERE_CONFIGS[d], (d, causal, n)
+            tiles = small.block_m * d + 2 * small.num_stages * small.block_n * d   # q, and k and v per stage
+            assert tiles * 4 <= 200 * 1024, small   # float32: well inside the H200's 227 KB per program
+
+
+def test_a_table_entry_by_length_needs_a_last_launch_for_every_n():
+    short, long = AttentionConfig(64, 64, 4, 3, up_to_n=2048), AttentionConfig(128, 128, 8, 3)
+    assert [for_length((short, long), n) for n in (1, 2048, 2049)] == [short, short, long]
+    assert for_length(long, 10**6) is long
+    with pytest.raises(ValueError, match="no launch"):
+        for_length((short,), 4096)
+
+
+def test_host_descriptors_are_what_the_kernel_reads_with_tma(ns, monkeypatch):
+    """A TMA launch without warp specialisation hands the kernel four descriptors made on the host (whose 4-D
+    coordinates the kernel must get right: a wrong head shows as a wrong answer here); a warp-specialised one
+    none, so its programs make their own."""
+    from triton_course.checks import check_all
+
+    made = []
+    original = AttentionConfig.launch_for
+
+    def counting(self, *tensors):
+        args = original(self, *tensors)
+        made.append(sum(k.endswith("_desc") for k in args))
+        return args
+
+    monkeypatch.setattr(AttentionConfig, "launch_for", counting)
+    torch.manual_seed(0)
+    cases = [(*(torch.randn(2, 3, 48, 16) for _ in range(3)), causal) for causal in (False, True)]
+    for config, descriptors in ((AttentionConfig(32, 16, 4, 1, tma=True), 4),
+                                (AttentionConfig(32, 16, 4, 1, tma=True, warp_spec=True), 0)):
+        made.clear()
+        with pinned_config(config):
+            check_all(ns["attention"], cases[:1], attention_reference, tolerances=attention_tolerance,
+                      hints=ATTENTION_HINTS, quiet=True)
+        assert made == [descriptors], (config, made)
 
 
 def test_launch_config_falls_back_where_tma_cannot_run(ns):
@@ -437,9 +506,19 @@ def test_the_table_in_the_notebook_is_the_focused_sweeps_choice_and_its_figures_
     assert set(table) == set(focus["winners"]) == {"D=64", "D=64, causal", "D=128", "D=128, causal"}
     for case, winner in focus["winners"].items():
         d, causal = int(case.split(",")[0][2:]), case.endswith("causal")
-        mine = ns["HOPPER_CONFIGS"][(d, causal)]
-        assert {k: getattr(mine, k) for k in winner["config"]} == winner["config"], case
-        assert table[case]["launch"] == winner["best"] and 0 < table[case]["tflops"] < 1000, table[case]
+        chosen = winner["table"]
+        assert chosen[-1]["up_to_n"] is None and all(c["up_to_n"] for c in chosen[:-1]), case
+        for n in (1024, 2048, 4096, 8192, 16384):   # the sweep's N: each takes the launch the sweep chose for it
+            mine = for_length(ns["HOPPER_CONFIGS"][(d, causal)], n)
+            want = next(c for c in chosen if c["up_to_n"] is None or n <= c["up_to_n"])["config"]
+            assert {k: getattr(mine, k) for k in want if k != "up_to_n"} == {
+                k: v for k, v in want.items() if k != "up_to_n"}, (case, n)
+        assert table[case]["launch"].startswith(chosen[0]["launch"]) and 0 < table[case]["tflops"] < 1000, table[case]
+        ratios = [r["ratio_to_sdpa"] for r in focus["rows"] if r["dtype"] == "float16" and r["D"] == d
+                  and r["causal"] == causal]
+        assert table[case]["worst"] == min(ratio[next(c["launch"] for c in chosen if c["up_to_n"] is None
+                                                      or n <= c["up_to_n"])]
+                                           for ratio, n in zip(ratios, (1024, 2048, 4096, 8192, 16384)))
     assert recorded_sdpa_backend().startswith("cuDNN attention")
 
 

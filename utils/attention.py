@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -385,6 +386,7 @@ class AttentionConfig:
     num_stages: int
     tma: bool = False
     warp_spec: bool = False
+    up_to_n: int | None = None   # in a table entry of several launches: the longest N this one serves
 
     @property
     def launch(self) -> dict:
@@ -392,8 +394,24 @@ class AttentionConfig:
         return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "TMA": self.tma, "WARP_SPEC": self.warp_spec,
                 "num_warps": self.num_warps, "num_stages": self.num_stages}
 
+    def launch_for(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor) -> dict:
+        """:attr:`launch` plus, with ``tma`` and without ``warp_spec``, tensor descriptors made here on the host
+        (``q_desc`` ... ``o_desc``) for the four [Z, H, N, D] tensors, one tile per [1, 1, block, D] box: made
+        once per launch instead of by every program, which costs each program a few microseconds. The
+        warp-specialised loop gets none (Triton 3.6 runs it only with descriptors made in the kernel), so its
+        kernel makes its own, as it does when the launcher passes only :attr:`launch`."""
+        args = self.launch
+        if self.tma and not self.warp_spec:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            for name, t, rows in (("q_desc", q, self.block_m), ("k_desc", k, self.block_n),
+                                  ("v_desc", v, self.block_n), ("o_desc", out, self.block_m)):
+                args[name] = TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, t.shape[-1]])
+        return args
+
     def describe(self) -> str:
-        extra = (", TMA" if self.tma else "") + (", warp-specialised" if self.warp_spec else "")
+        extra = ((", TMA" if self.tma else "") + (", warp-specialised" if self.warp_spec else "")
+                 + (f" (N <= {self.up_to_n})" if self.up_to_n else ""))
         return (f"BLOCK_M={self.block_m}, BLOCK_N={self.block_n}, {self.num_warps} warps, "
                 f"{self.num_stages} stages{extra}")
 
@@ -443,12 +461,34 @@ def tma_ready(*tensors: torch.Tensor) -> bool:
     return tma_layout_ok(*tensors)
 
 
+#: An entry of the notebook's Hopper table: one launch for every N, or launches by sequence length (each but the
+#: last with ``up_to_n`` set, shortest first).
+TableEntry = AttentionConfig | tuple[AttentionConfig, ...]
+
+
+def for_length(entry: TableEntry, n: int) -> AttentionConfig:
+    """The launch of a table entry for sequences of length n: the first whose ``up_to_n`` is unset or >= n."""
+    if isinstance(entry, AttentionConfig):
+        return entry
+    for config in entry:
+        if config.up_to_n is None or n <= config.up_to_n:
+            return config
+    raise ValueError(f"no launch of {entry} serves N = {n}: give the last one no up_to_n")
+
+
+def describe_entry(entry: TableEntry) -> str:
+    """A table entry in words: its launch, or its launches by length."""
+    return entry.describe() if isinstance(entry, AttentionConfig) else "; ".join(c.describe() for c in entry)
+
+
 def launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                  hopper_configs: dict[tuple[int, bool], AttentionConfig]) -> AttentionConfig:
+                  hopper_configs: dict[tuple[int, bool], TableEntry]) -> AttentionConfig:
     """The launch configuration for these inputs on this device.
 
     Hopper and later: ``hopper_configs[(64 or 128, causal)]`` (the notebook's table, by head dim rounded up to
-    64 or 128); TMA only when :func:`tma_ready`; warp specialisation only with TMA, without a causal mask and
+    64 or 128), the launch for this N of an entry by length (:func:`for_length`), for 16-bit inputs (float32 takes
+    :data:`AMPERE_CONFIGS`: the table's largest launch would need 450 KB of shared memory in float32, against the
+    H200's 227 KB); TMA only when :func:`tma_ready`; warp specialisation only with TMA, without a causal mask and
     with N a multiple of BLOCK_N. Ampere/Ada: :data:`AMPERE_CONFIGS`; Turing: :data:`TURING_CONFIG`; the
     interpreter: :data:`INTERPRETER_CONFIG`. Inside :func:`pinned_config` the pinned one, with the same checks,
     except that the interpreter runs TMA and warp-specialised configurations too (it emulates descriptors and
@@ -463,7 +503,10 @@ def launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     elif dev.interpreted:
         config = INTERPRETER_CONFIG
     elif dev.compute_capability is not None and dev.compute_capability >= (9, 0):
-        config = hopper_configs[(head_dim, bool(causal))]
+        if q.element_size() > 2:  # the table is measured on 16-bit inputs; float32 tiles need twice its shared memory
+            config = AMPERE_CONFIGS[head_dim]
+        else:
+            config = for_length(hopper_configs[(head_dim, bool(causal))], q.shape[2])
     elif dev.compute_capability is not None and dev.compute_capability >= (8, 0):
         config = AMPERE_CONFIGS[head_dim]
     else:
@@ -472,7 +515,7 @@ def launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     tma = config.tma and (tma_layout_ok(q, k, v) if emulated else tma_ready(q, k, v))
     warp_spec = config.warp_spec and (tma or emulated) and not causal and q.shape[2] % config.block_n == 0
     if (tma, warp_spec) != (config.tma, config.warp_spec):
-        config = AttentionConfig(config.block_m, config.block_n, config.num_warps, config.num_stages, tma, warp_spec)
+        config = dataclasses.replace(config, tma=tma, warp_spec=warp_spec)
     if tma and not dev.interpreted:
         _use_tma_scratch()
     return config
@@ -644,20 +687,31 @@ def recorded_sdpa_backend() -> str:
 
 
 def recorded_table_launches() -> dict[str, dict]:
-    """The focused sweep's figures (results/09_attention_focus.json) for the launch each case of the table
+    """The focused sweep's figures (results/09_attention_focus.json) for the launches each case of the table
     now takes: {case: {"launch", "tflops", "sdpa_tflops" (both at N = 16384), "geomean", "worst"}}, the last
-    two the launch's TFLOP/s over SDPA's across the sweep's N. Empty when this copy has no such file."""
+    two the chosen launch's TFLOP/s over SDPA's across the sweep's N (a case's winner "table" lists its launches
+    by length, shortest first; an older file names one launch, "best"). Empty when this copy has no such file."""
     from .gpus import recorded
 
     data, _ = recorded("09_attention_focus")
     out = {}
     for case, winner in ((data or {}).get("winners") or {}).items():
-        best = winner["best"]
-        rows = [r for r in data["rows"] if r["N"] == 16384 and best in r["tflops"]
-                and f"D={r['D']}" + (", causal" if r["causal"] else "") == case]
-        if rows:
-            out[case] = {"launch": best, "tflops": rows[0]["tflops"][best], "sdpa_tflops": rows[0]["tflops"]["SDPA"],
-                         "geomean": winner["geomean_ratio_to_sdpa"], "worst": winner["worst_ratio_to_sdpa"]}
+        table = winner.get("table") or [{"launch": winner["best"], "up_to_n": None}]
+        rows = sorted((r for r in data["rows"] if r["dtype"] == "float16"
+                       and f"D={r['D']}" + (", causal" if r["causal"] else "") == case), key=lambda r: r["N"])
+        ratios = []
+        for r in rows:
+            name = next(t["launch"] for t in table if t["up_to_n"] is None or r["N"] <= t["up_to_n"])
+            if name not in r["tflops"]:
+                break
+            ratios.append(r["ratio_to_sdpa"][name])
+        if rows and len(ratios) == len(rows):
+            last = table[-1]["launch"]
+            out[case] = {"launch": ", ".join(t["launch"] + (f" (N <= {t['up_to_n']})" if t["up_to_n"] else "")
+                                             for t in table),
+                         "tflops": rows[-1]["tflops"][last], "sdpa_tflops": rows[-1]["tflops"]["SDPA"],
+                         "geomean": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 3),
+                         "worst": min(ratios)}
     return out
 
 

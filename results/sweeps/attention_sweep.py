@@ -64,8 +64,8 @@ import triton.language as tl  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
-from triton_course.attention import (AttentionConfig, attention_reference, launch_config,  # noqa: E402
-                                     pinned_config, sdpa_backend_of, tiles_visited)
+from triton_course.attention import (AttentionConfig, attention_reference, describe_entry,  # noqa: E402
+                                     for_length, launch_config, pinned_config, sdpa_backend_of, tiles_visited)
 
 FOCUS = "--focus" in sys.argv
 NS_N = (1024, 2048, 4096, 8192, 16384)
@@ -125,9 +125,16 @@ VARIANTS = [
 #: NVGPUWarpSpecialization), and a loop containing a runtime branch on the diagonal stops its pipeliner, so the
 #: causal warp-specialised candidate ("ws-masked", defined below) runs one loop that masks every key block,
 #: with row and key indices taken relative to start_m, so that no split row index is needed.
+#:
+#: Since the host-descriptor probe (results/sweeps/attention_host_tma.py, results/09_attention_host_tma.json), a
+#: "tma" launch without warp specialisation reads and writes through descriptors made once per launch on the host
+#: (AttentionConfig.launch_for), no longer by every program; the warp-specialised ones still make theirs in the
+#: kernel. The probe's best host launches join the list (tma 128x128 w8 s3 at D = 128, tma 64x64 w4 s3 at D = 64),
+#: and the table may take one launch for N <= SHORT_N and another beyond (_table_by_length).
 FOCUS_VARIANTS = [
-    ("tma 64x64 w4 s3", C(64, 64, 4, 3, True), "split", (128,), (False, True)),
+    ("tma 64x64 w4 s3", C(64, 64, 4, 3, True), "split", (64, 128), (False, True)),
     ("ptr 64x64 w4 s3", C(64, 64, 4, 3), "split", (64, 128), (False, True)),
+    ("tma 128x128 w8 s3", C(128, 128, 8, 3, True), "split", (128,), (False, True)),
     ("tma 64x64 w4 s2", C(64, 64, 4, 2, True), "split", (128,), (False, True)),
     ("ptr 64x64 w4 s2", C(64, 64, 4, 2), "split", (128,), (False, True)),
     ("tma 64x32 w4 s3", C(64, 32, 4, 3, True), "split", (128,), (False, True)),
@@ -197,9 +204,9 @@ def masked_loop_kernel(Q, K, V, O,
     o_base = O + off_z * stride_oz + off_h * stride_oh
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    q_src = tile_source(q_base, N, stride_qn, BLOCK_M, HEAD_DIM, TMA)  # noqa: F821
-    k_src = tile_source(k_base, N, stride_kn, BLOCK_N, HEAD_DIM, TMA)  # noqa: F821
-    v_src = tile_source(v_base, N, stride_vn, BLOCK_N, HEAD_DIM, TMA)  # noqa: F821
+    q_src = tile_source(q_base, None, off_z, off_h, N, stride_qn, BLOCK_M, HEAD_DIM, TMA)  # noqa: F821
+    k_src = tile_source(k_base, None, off_z, off_h, N, stride_kn, BLOCK_N, HEAD_DIM, TMA)  # noqa: F821
+    v_src = tile_source(v_base, None, off_z, off_h, N, stride_vn, BLOCK_N, HEAD_DIM, TMA)  # noqa: F821
     q = load_tile(q_src, start_m, N, stride_qn, stride_qd, BLOCK_M, HEAD_DIM, True, TMA)  # noqa: F821
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.full([BLOCK_M], 0.0, tl.float32)
@@ -245,10 +252,10 @@ def ws_masked_kernel(Q, K, V, O,
     off_hz = tl.program_id(1)
     off_z = (off_hz // H).to(tl.int64)
     off_h = (off_hz % H).to(tl.int64)
-    q_src = tile_source(Q + off_z * stride_qz + off_h * stride_qh, N, stride_qn, BLOCK_M, HEAD_DIM, TMA)  # noqa: F821
-    k_src = tile_source(K + off_z * stride_kz + off_h * stride_kh, N, stride_kn, BLOCK_N, HEAD_DIM, TMA)  # noqa: F821
-    v_src = tile_source(V + off_z * stride_vz + off_h * stride_vh, N, stride_vn, BLOCK_N, HEAD_DIM, TMA)  # noqa: F821
-    o_dst = tile_source(O + off_z * stride_oz + off_h * stride_oh, N, stride_on, BLOCK_M, HEAD_DIM, TMA)  # noqa: F821
+    q_src = tile_source(Q + off_z * stride_qz + off_h * stride_qh, None, off_z, off_h, N, stride_qn, BLOCK_M, HEAD_DIM, TMA)  # noqa: F821
+    k_src = tile_source(K + off_z * stride_kz + off_h * stride_kh, None, off_z, off_h, N, stride_kn, BLOCK_N, HEAD_DIM, TMA)  # noqa: F821
+    v_src = tile_source(V + off_z * stride_vz + off_h * stride_vh, None, off_z, off_h, N, stride_vn, BLOCK_N, HEAD_DIM, TMA)  # noqa: F821
+    o_dst = tile_source(O + off_z * stride_oz + off_h * stride_oh, None, off_z, off_h, N, stride_on, BLOCK_M, HEAD_DIM, TMA)  # noqa: F821
     q = load_tile(q_src, start_m, N, stride_qn, stride_qd, BLOCK_M, HEAD_DIM, True, TMA)  # noqa: F821
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.full([BLOCK_M], 0.0, tl.float32)
@@ -530,10 +537,10 @@ def sweep(jobs: int) -> dict:
                     for name, i in chosen.items():
                         lo, hi = predict(VARIANTS[i][1], VARIANTS[i][2], d, causal, n, z, h, ceil)
                         predicted[name] = [round(lo, 1), round(hi, 1)]
-                    lo, hi = predict(table, "split", d, causal, n, z, h, ceil)
+                    lo, hi = predict(for_length(table, n), "split", d, causal, n, z, h, ceil)
                     predicted["notebook table"] = [round(lo, 1), round(hi, 1)]
                     row = {"dtype": str(dtype)[6:], "D": d, "causal": causal, "N": n, "Z": z, "H": h,
-                           "table_config": table.describe(), "tflops": tflops, "round_spread": spread,
+                           "table_config": for_length(table, n).describe(), "tflops": tflops, "round_spread": spread,
                            "predicted_tflops_serial_to_overlapped": predicted,
                            "ratio_to_sdpa": {name: round(v / tflops["SDPA"], 3) for name, v in tflops.items()}}
                     rows.append(row)
@@ -620,6 +627,25 @@ def _time_case(fns: dict, d: int, causal: bool, n: int, dtype) -> tuple[dict, di
     return tflops, spread
 
 
+#: The table may choose one launch up to this N and another beyond it: the costs paid once per program (the
+#: pipeline's start, descriptors made in the kernel) weigh most where each program visits few key blocks.
+SHORT_N = 2048
+#: ... but only where that buys the short sequences at least this much (geometric mean over N <= SHORT_N): a
+#: second launch is one more thing to explain, and differences of a percent or two are within run-to-run noise.
+SPLIT_GAIN = 1.03
+
+
+def _table_by_length(rows: list[dict], names: list[str]) -> list[dict]:
+    """The table's launches for one case: [{"launch", "up_to_n"}], shortest first: the winner beyond SHORT_N (by
+    _winner's rule), and another for N <= SHORT_N where one wins there by SPLIT_GAIN or more."""
+    short_rows = [r for r in rows if r["N"] <= SHORT_N]
+    long = _winner([r for r in rows if r["N"] > SHORT_N], names)[0]
+    short, score, _ = _winner(short_rows, names)
+    if short == long or score[short] < SPLIT_GAIN * score[long]:
+        return [{"launch": long, "up_to_n": None}]
+    return [{"launch": short, "up_to_n": SHORT_N}, {"launch": long, "up_to_n": None}]
+
+
 def _winner(rows: list[dict], names: list[str]) -> tuple[str, dict, dict]:
     """The candidate whose worst ratio to SDPA reaches 0.9 (if any does) with the best geometric mean."""
     score = {k: math.exp(statistics.fmean(math.log(r["ratio_to_sdpa"][k]) for r in rows)) for k in names}
@@ -660,7 +686,7 @@ def sweep_focus(jobs: int) -> dict:
             predicted = {name: [round(x, 1) for x in predict(ACTIVE[i][1], ACTIVE[i][2], d, causal, n, z, h, ceil)]
                          for name, i in chosen.items()}
             row = {"dtype": "float16", "D": d, "causal": causal, "N": n, "Z": z, "H": h,
-                   "table_config": table.describe(), "tflops": tflops, "round_spread": spread,
+                   "table_config": for_length(table, n).describe(), "tflops": tflops, "round_spread": spread,
                    "predicted_tflops_serial_to_overlapped": predicted,
                    "ratio_to_sdpa": {name: round(v / tflops["SDPA"], 3) for name, v in tflops.items()}}
             rows.append(row)
@@ -672,10 +698,14 @@ def sweep_focus(jobs: int) -> dict:
         names = list(chosen)
         best, score, worst = _winner(case_rows, names)
         at_16k = case_rows[-1]["tflops"]
+        table_by_length = _table_by_length(case_rows, names)
+        for entry in table_by_length:
+            entry["config"] = asdict(ACTIVE[chosen[entry["launch"]]][1])
         winners[f"D={d}{', causal' if causal else ''}"] = {
             "best": best, "geomean_ratio_to_sdpa": round(score[best], 3), "worst_ratio_to_sdpa": worst[best],
+            "table": table_by_length,
             "config": asdict(ACTIVE[chosen[best]][1]), "kernel": ACTIVE[chosen[best]][2],
-            "table_before": table.describe(),
+            "table_before": describe_entry(table),
             "table_geomean": round(math.exp(statistics.fmean(math.log(r["ratio_to_sdpa"]["notebook table"])
                                                              for r in case_rows)), 3),
             "every_candidate": {k: {"geomean_ratio_to_sdpa": round(score[k], 3), "worst_ratio_to_sdpa": worst[k],
@@ -686,7 +716,7 @@ def sweep_focus(jobs: int) -> dict:
                 math.log(r["ratio_to_sdpa"]["SDPA flash"]) for r in case_rows)), 3)}
     for d, causal in FOCUS_CASES:   # bfloat16: the table as it stands and the float16 winner
         key = f"D={d}{', causal' if causal else ''}"
-        win = winners[key]["best"]
+        win = winners[key]["table"][-1]["launch"]
         fns = {"notebook table": lambda q, k, v, _c=causal: ns["attention"](q, k, v, _c),
                f"float16 winner: {win}": (lambda q, k, v, _i=[v[0] for v in ACTIVE].index(win), _c=causal:
                                           runner(_i)(q, k, v, _c)),
@@ -695,7 +725,7 @@ def sweep_focus(jobs: int) -> dict:
         for n in BF16_NS:
             tflops, spread = _time_case(fns, d, causal, n, torch.bfloat16)
             row = {"dtype": "bfloat16", "D": d, "causal": causal, "N": n, "Z": 4, "H": 2048 // d,
-                   "table_config": ns["HOPPER_CONFIGS"][(d, causal)].describe(), "tflops": tflops,
+                   "table_config": for_length(ns["HOPPER_CONFIGS"][(d, causal)], n).describe(), "tflops": tflops,
                    "round_spread": spread, "ratio_to_sdpa": {k: round(v / tflops["SDPA"], 3) for k, v in tflops.items()}}
             rows.append(row)
             print(f"bfloat16 D={d} causal={causal!s:5} N={n:5}: SDPA {tflops['SDPA']:6.1f}  "
@@ -728,12 +758,18 @@ def print_focus(record: dict) -> None:
     print(f"SDPA backend: {record['sdpa']['backend']}")
     print("HOPPER_CONFIGS = {")
     for key, w in record["winners"].items():
-        c = w["config"]
         d = int(key.split(",")[0][2:])
-        note = "  # one masked loop: a kernel of the sweep, not the notebook's" if w["kernel"] != "split" else ""
-        print(f"    ({d}, {'causal' in key}): AttentionConfig(block_m={c['block_m']}, block_n={c['block_n']}, "
-              f"num_warps={c['num_warps']}, num_stages={c['num_stages']}, tma={c['tma']}, "
-              f"warp_spec={c['warp_spec']}),{note}")
+        launches = []
+        for entry in w.get("table") or [{"launch": w["best"], "up_to_n": None, "config": w["config"]}]:
+            c = entry["config"]
+            launches.append(f"AttentionConfig(block_m={c['block_m']}, block_n={c['block_n']}, "
+                            f"num_warps={c['num_warps']}, num_stages={c['num_stages']}, tma={c['tma']}, "
+                            f"warp_spec={c['warp_spec']}" + (f", up_to_n={entry['up_to_n']}" if entry["up_to_n"] else "")
+                            + ")")
+        kinds = {record["variants"][e["launch"]]["kernel"] for e in w.get("table") or [{"launch": w["best"]}]}
+        note = "  # one masked loop: a kernel of the sweep, not the notebook's" if kinds != {"split"} else ""
+        entry_text = launches[0] if len(launches) == 1 else "(" + ", ".join(launches) + ")"
+        print(f"    ({d}, {'causal' in key}): {entry_text},{note}")
     print("}")
     for r in record["rows"]:
         if r["dtype"] == "bfloat16":
@@ -754,7 +790,7 @@ def dry_run() -> int:
             {"tensor_tflops": 650.0, "exp2_per_s": 4.17e12, "fp32_ops_per_s": 3.24e13})
     for d in HEAD_DIMS:
         for causal in (False, True):
-            cfg = notebook()["HOPPER_CONFIGS"][(d, causal)]
+            cfg = for_length(notebook()["HOPPER_CONFIGS"][(d, causal)], 16384)
             lo, hi = predict(cfg, "split", d, causal, 16384, 4, 2048 // d, ceil)
             print(f"prediction with the H200's ceilings, D={d} causal={causal} N=16384, table ({cfg.describe()}): "
                   f"{lo:.0f}-{hi:.0f} TFLOP/s")

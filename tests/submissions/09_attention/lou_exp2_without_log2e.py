@@ -5,6 +5,6 @@
 
 #%% attention from-solution
 #%%- replace
-                           H, N, sm_scale * LOG2E, CAUSAL=bool(causal), HEAD_DIM=D, **config.launch)
+                           H, N, sm_scale * LOG2E, CAUSAL=bool(causal), HEAD_DIM=D,
 #%%- with
-                           H, N, sm_scale, CAUSAL=bool(causal), HEAD_DIM=D, **config.launch)
+                           H, N, sm_scale, CAUSAL=bool(causal), HEAD_DIM=D,
