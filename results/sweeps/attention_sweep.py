@@ -252,10 +252,14 @@ def ws_masked_kernel(Q, K, V, O,
     off_hz = tl.program_id(1)
     off_z = (off_hz // H).to(tl.int64)
     off_h = (off_hz % H).to(tl.int64)
-    q_src = tile_source(Q + off_z * stride_qz + off_h * stride_qh, None, off_z, off_h, N, stride_qn, BLOCK_M, HEAD_DIM, TMA)  # noqa: F821
-    k_src = tile_source(K + off_z * stride_kz + off_h * stride_kh, None, off_z, off_h, N, stride_kn, BLOCK_N, HEAD_DIM, TMA)  # noqa: F821
-    v_src = tile_source(V + off_z * stride_vz + off_h * stride_vh, None, off_z, off_h, N, stride_vn, BLOCK_N, HEAD_DIM, TMA)  # noqa: F821
-    o_dst = tile_source(O + off_z * stride_oz + off_h * stride_oh, None, off_z, off_h, N, stride_on, BLOCK_M, HEAD_DIM, TMA)  # noqa: F821
+    q_src = tile_source(Q + off_z * stride_qz + off_h * stride_qh, None, off_z, off_h,  # noqa: F821
+                        N, stride_qn, BLOCK_M, HEAD_DIM, TMA)
+    k_src = tile_source(K + off_z * stride_kz + off_h * stride_kh, None, off_z, off_h,  # noqa: F821
+                        N, stride_kn, BLOCK_N, HEAD_DIM, TMA)
+    v_src = tile_source(V + off_z * stride_vz + off_h * stride_vh, None, off_z, off_h,  # noqa: F821
+                        N, stride_vn, BLOCK_N, HEAD_DIM, TMA)
+    o_dst = tile_source(O + off_z * stride_oz + off_h * stride_oh, None, off_z, off_h,  # noqa: F821
+                        N, stride_on, BLOCK_M, HEAD_DIM, TMA)
     q = load_tile(q_src, start_m, N, stride_qn, stride_qd, BLOCK_M, HEAD_DIM, True, TMA)  # noqa: F821
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.full([BLOCK_M], 0.0, tl.float32)
@@ -764,8 +768,8 @@ def print_focus(record: dict) -> None:
             c = entry["config"]
             launches.append(f"AttentionConfig(block_m={c['block_m']}, block_n={c['block_n']}, "
                             f"num_warps={c['num_warps']}, num_stages={c['num_stages']}, tma={c['tma']}, "
-                            f"warp_spec={c['warp_spec']}" + (f", up_to_n={entry['up_to_n']}" if entry["up_to_n"] else "")
-                            + ")")
+                            f"warp_spec={c['warp_spec']}"
+                            + (f", up_to_n={entry['up_to_n']}" if entry["up_to_n"] else "") + ")")
         kinds = {record["variants"][e["launch"]]["kernel"] for e in w.get("table") or [{"launch": w["best"]}]}
         note = "  # one masked loop: a kernel of the sweep, not the notebook's" if kinds != {"split"} else ""
         entry_text = launches[0] if len(launches) == 1 else "(" + ", ".join(launches) + ")"
