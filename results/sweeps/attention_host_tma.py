@@ -13,8 +13,9 @@ Variants: "host ..." read q, k, v through 2-D descriptors over [Z*H*N, D] (conti
 the blocks) and store through one descriptor made in the kernel; "4d host ..." use 4-D descriptors [Z, H, N, D]
 for all four tensors (any strides with D contiguous, rows past N of a head zero-filled and not written, so they
 could serve every layout the notebook's TMA path serves); "nb ..." are the notebook's own attention pinned to one
-launch (in-kernel descriptors when "tma"); "ws" variants warp-specialise the one loop (causal: masking every key
-block). Each variant is compiled, checked against float64 (first and last head, float16 and bfloat16) and run
+launch (in-kernel descriptors when "tma" in the recorded run, made at 0196db5; the notebook has since moved to host
+descriptors and loads v beside k, so a new run's "nb tma" rows time that kernel instead); "ws" variants
+warp-specialise the one loop (causal: masking every key block). Each variant is compiled, checked against float64 (first and last head, float16 and bfloat16) and run
 once in a worker process; one that does not finish in 120 s is left out ("failed"). Triton 3.6's sm_90 compile of
 the warp-specialised ones takes about a second on a CPU, so their time-outs are runs that never finish.
 """
@@ -193,7 +194,7 @@ def host_desc4_attention(q, k, v, causal, bm, bn, warps, stages, ws=False):
 
 
 def pinned_notebook(ns, bm, bn, warps, stages, tma):
-    """The notebook's own attention pinned to one launch (in-kernel descriptors when tma)."""
+    """The notebook's own attention pinned to one launch (its descriptors, when tma, as the notebook makes them)."""
     from triton_course.attention import AttentionConfig, pinned_config
 
     def run(q, k, v, causal):
@@ -222,7 +223,7 @@ def host_desc_attention(q, k, v, causal, bm, bn, warps, stages, split=False, ws=
 
 
 #: name: (kwargs for host_desc_attention, causal modes); "4d" variants run host_desc4_attention, "nb" ones the
-#: notebook's kernel pinned (in-kernel descriptors when "tma")
+#: notebook's kernel pinned (in-kernel descriptors when "tma" in the recorded run; see the module docstring)
 VARIANTS = {
     "4d host ws 128x128 w4 s2": (dict(bm=128, bn=128, warps=4, stages=2, ws=True), (False,)),
     "host ws 128x128 w4 s2": (dict(bm=128, bn=128, warps=4, stages=2, ws=True), (False, True)),
