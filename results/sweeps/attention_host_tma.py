@@ -16,8 +16,9 @@ could serve every layout the notebook's TMA path serves); "nb ..." are the noteb
 launch (in-kernel descriptors when "tma" in the recorded run, made at 0196db5; the notebook has since moved to host
 descriptors and loads v beside k, so a new run's "nb tma" rows time that kernel instead); "ws" variants
 warp-specialise the one loop (causal: masking every key block). Each variant is compiled, checked against float64
-(first and last head, float16 and bfloat16) and run once in a worker process; one that does not finish in 120 s is left out ("failed"). Triton 3.6's sm_90 compile of
-the warp-specialised ones takes about a second on a CPU, so their time-outs are runs that never finish.
+(first and last head, float16 and bfloat16) and run once in a worker process; one that does not finish in 120 s is
+left out ("failed"). Triton 3.6's sm_90 compile of the warp-specialised ones takes about a second on a CPU, so their
+time-outs are runs that never finish.
 """
 from __future__ import annotations
 
