@@ -892,6 +892,21 @@ def test_the_focus_sweep_runs_its_plan_under_the_interpreter():
     assert "tma 128x256x64 s4w8 h, no split correct" in out and "WRONG" not in out
 
 
+def test_the_tail_probe_runs_its_variants_under_the_interpreter(tmp_path):
+    """`results/sweeps/matmul_tail.py --dry-run`: the notebook's kernel with the last wave cut along K, and the
+    probe's own kernels (pieces added with every load issued together, the last wave in narrower tiles, b through
+    pointers), each correct twice in a row against float64, so that a count buffer left dirty would show."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "matmul_tail.py"), "--dry-run",
+                           "--out", str(tmp_path / "tail.json")], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not (tmp_path / "tail.json").exists(), "a dry run records nothing"
+    for variant in ("reference", "split 2 (the plan)", "narrow x2", "b by pointers, unaligned b", "torch"):
+        assert f"{variant}" in proc.stdout, variant
+    assert proc.stdout.count(" correct (max error") >= 6 and "WRONG" not in proc.stdout
+
+
 def test_recorded_sweep_holds_the_keys_the_notebook_reads():
     path = ROOT / "results" / "07_matmul_relu_sweep.json"
     if not path.exists():
