@@ -861,14 +861,19 @@ def test_the_chapter_no_longer_credits_default_torch_compile_with_fusing_the_rel
 # ---------------------------------------------------------------------------------------------------
 
 
+def _dry_run(script: str, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """results/sweeps/<script> run with ``args`` under Triton's interpreter; fails the test on a non-zero exit."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / script), *args], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
 def test_the_sweep_script_runs_its_plan_under_the_interpreter(tmp_path):
     """`results/sweeps/matmul_sweep.py --dry-run` builds every variant it would time and checks each one's
     output under the interpreter at small sizes, and prints the plan (no figures)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "matmul_sweep.py"), "--dry-run",
-                           "--out", str(tmp_path / "sweep.json")], capture_output=True, text=True, env=env,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _dry_run("matmul_sweep.py", "--dry-run", "--out", str(tmp_path / "sweep.json"))
     assert not (tmp_path / "sweep.json").exists(), "a dry run records nothing"
     out = proc.stdout
     for shape in ("1024^3", "3000^3", "4096^3", "8192^3", "4000x3000x5000", "512x16384x4096", "4096^3 B^T"):
@@ -881,10 +886,7 @@ def test_the_sweep_script_runs_its_plan_under_the_interpreter(tmp_path):
 def test_the_focus_sweep_runs_its_plan_under_the_interpreter():
     """`--dry-run --focus` builds the reference and every Hopper-path candidate at each focus shape, checks
     their outputs, and says which case of the rule each shape is."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "matmul_sweep.py"), "--dry-run",
-                           "--focus"], capture_output=True, text=True, env=env, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _dry_run("matmul_sweep.py", "--dry-run", "--focus")
     out = proc.stdout
     for shape in ("3000^3", "4000x3000x5000", "4096^3 B^T", "3000^3 B^T", "4096^3", "8192^3"):
         assert shape in out, shape
@@ -894,13 +896,9 @@ def test_the_focus_sweep_runs_its_plan_under_the_interpreter():
 
 def test_the_tail_probe_runs_its_variants_under_the_interpreter(tmp_path):
     """`results/sweeps/matmul_tail.py --dry-run`: the notebook's kernel with the last wave cut along K, and the
-    probe's own kernels (pieces added with every load issued together, the last wave in narrower tiles, b through
-    pointers), each correct twice in a row against float64, so that a count buffer left dirty would show."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "matmul_tail.py"), "--dry-run",
-                           "--out", str(tmp_path / "tail.json")], capture_output=True, text=True, env=env,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    probe's own kernels (the last wave in narrower tiles; b through pointers), each correct twice in a row
+    against float64, so that a count buffer left dirty would show."""
+    proc = _dry_run("matmul_tail.py", "--dry-run", "--out", str(tmp_path / "tail.json"), timeout=600)
     assert not (tmp_path / "tail.json").exists(), "a dry run records nothing"
     for variant in ("reference", "split 2 (the plan)", "narrow x2", "b by pointers, unaligned b", "torch"):
         assert f"{variant}" in proc.stdout, variant

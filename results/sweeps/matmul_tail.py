@@ -128,14 +128,11 @@ def narrow_tail_kernel(a_desc, b_desc, bn_desc, c_desc, cn_desc, b_ptr, stride_b
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "full_tiles", "split"])
-def split_tail_kernel(a_desc, b_desc, c_desc, c_ptr, partial_ptr, count_ptr, M, N, K, full_tiles, split,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                      B_T: tl.constexpr, PROGRAMS: tl.constexpr, SUB_N: tl.constexpr, REDUCE: tl.constexpr,
-                      MAX_SPLIT: tl.constexpr):
-    """The notebook's kernel (without EXTRA_N and HALVES) with the last wave cut along K, and its reduction by
-    the program that finishes a tile's last piece: REDUCE 1 as in the notebook (pieces read one after another,
-    SUB_N columns at a time), 2 all pieces' loads issued together (MAX_SPLIT loads, masked past ``split``),
-    0 none (the pieces are written and counted, the tile is not stored: timing only)."""
+def unreduced_split_kernel(a_desc, b_desc, c_desc, partial_ptr, count_ptr, M, N, K, full_tiles, split,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                           GROUP_M: tl.constexpr, B_T: tl.constexpr, PROGRAMS: tl.constexpr):
+    """The notebook's kernel (without EXTRA_N and HALVES) with the last wave cut along K, less the reduction:
+    each piece is written and counted as in the notebook, and nobody adds them up (timing only)."""
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -148,30 +145,11 @@ def split_tail_kernel(a_desc, b_desc, c_desc, c_ptr, partial_ptr, count_ptr, M, 
         t = unit // split
         piece = unit % split
         tile_m, tile_n = tile_at(full_tiles + t, tiles_m, tiles_n, GROUP_M)
-        off_m, off_n = tile_m * BLOCK_M, tile_n * BLOCK_N
-        acc, acc2 = tile_sums(a_desc, b_desc, b_desc, off_m, off_n, piece * k_steps // split,
+        acc, acc2 = tile_sums(a_desc, b_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, piece * k_steps // split,
                               (piece + 1) * k_steps // split, BLOCK_M, BLOCK_N, 0, BLOCK_K, B_T)
         tl.store(partial_ptr + unit * tile_elems + rows + tl.arange(0, BLOCK_N)[None, :], acc)
         tl.debug_barrier()
         if tl.atomic_add(count_ptr + t, 1, sem="acq_rel", scope="gpu") == split - 1:
-            if REDUCE > 0:
-                row_offs = tl.multiple_of((off_m + tl.arange(0, BLOCK_M)) * N, 8)
-                row_ok = tl.arange(0, BLOCK_M) < M - off_m
-                for j in tl.static_range(BLOCK_N // SUB_N):
-                    where = partial_ptr + t * split * tile_elems + rows + j * SUB_N + tl.arange(0, SUB_N)[None, :]
-                    total = tl.zeros((BLOCK_M, SUB_N), dtype=tl.float32)
-                    if REDUCE == 1:
-                        for q in range(split):
-                            total += tl.load(where + q * tile_elems, cache_modifier=".cg")
-                    else:
-                        for q in tl.static_range(MAX_SPLIT):
-                            total += tl.load(where + q * tile_elems, mask=(rows * 0 + q) < split, other=0.0,
-                                             cache_modifier=".cg")
-                    col0 = off_n + j * SUB_N
-                    cols_left = tl.multiple_of(N - col0, 8)
-                    tl.store(c_ptr + row_offs[:, None] + col0 + tl.arange(0, SUB_N)[None, :],
-                             tl.maximum(total, 0.0).to(c_ptr.dtype.element_ty),
-                             mask=row_ok[:, None] & (tl.arange(0, SUB_N)[None, :] < cols_left))
             tl.atomic_xchg(count_ptr + t, 0)
 
 
@@ -222,11 +200,10 @@ def descriptors(a, bw, c, bm: int, bn: int, bk: int):
             TensorDescriptor(c, [M, N], [N, 1], [bm, bn]))
 
 
-def probe_launch(a, b, kind: str, parts: int = 1, split: int = 1, reduce: int = 1, sub_n: int = 32,
-                 stages: int | None = None, tail_stages: int | None = None, ptr_b: bool = False,
-                 aligned_b: bool = True):
+def probe_launch(a, b, kind: str, parts: int = 1, split: int = 1, stages: int | None = None,
+                 tail_stages: int | None = None, ptr_b: bool = False, aligned_b: bool = True):
     """fn(a, b, bw) with one of this probe's kernels: ``narrow`` (the last wave's tiles in ``parts`` narrower
-    tiles) or ``split`` (cut in ``split`` pieces along K, reduced as ``reduce`` says)."""
+    tiles) or ``split`` (cut in ``split`` pieces along K, the pieces never added up: timing only)."""
     grid, meta, state = NS["tma_plan"](a, b, NS["choose_tile"](a, b, [tile_name()]), split_tail=False)
     (M, K), N = a.shape, b.shape[1]
     bm, bn, bk, programs = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta["PROGRAMS"]
@@ -250,8 +227,7 @@ def probe_launch(a, b, kind: str, parts: int = 1, split: int = 1, reduce: int = 
                                      PARTS=parts, STAGES=stages, TAIL_STAGES=tail_stages or stages, PTR_B=ptr_b,
                                      **common)
         else:
-            split_tail_kernel[grid](a_desc, b_desc, c_desc, c, partial, count, M, N, K, full, split, SUB_N=sub_n,
-                                    REDUCE=reduce, MAX_SPLIT=8, **common)
+            unreduced_split_kernel[grid](a_desc, b_desc, c_desc, partial, count, M, N, K, full, split, **common)
         return c
     return run
 
@@ -317,7 +293,7 @@ def variants(a, b) -> dict:
     fns["full waves only"] = plan(a, b, None, full_only=True)
     planned = plan(a, b, None)
     fns[f"split {planned.split} (the plan)"] = plan(a, b, planned.split)
-    fns[f"split {planned.split}, not reduced"] = probe_launch(a, b, "split", split=planned.split, reduce=0)
+    fns[f"split {planned.split}, not reduced"] = probe_launch(a, b, "split", split=planned.split)
     parts = 4 if GPU else 2   # the interpreter's 32-column tiles: 16 columns at least
     for tail_stages in (3, 6) if GPU else (2,):
         fns[f"narrow x{parts}, tail {tail_stages} stages"] = probe_launch(a, b, "narrow", parts=parts,
