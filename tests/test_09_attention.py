@@ -569,3 +569,19 @@ def test_host_descriptor_probe_kernels_compute_attention_in_the_interpreter():
     assert proc.returncode == 0, proc.stderr[-3000:]
     errors = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(errors) == 6 and all(err < 1e-5 for err in errors.values()), errors
+
+
+def test_hand_pipelined_probe_runs_both_kernels_under_the_interpreter():
+    """results/sweeps/attention_pipelined.py --dry-run: the notebook's kernel and its copy with the unmasked loop
+    pipelined by hand (block j + 1's scores before block j's softmax) agree with float64 for every launch and case
+    the probe times, masked remainders included (N = 100 in blocks of 16)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_pipelined.py"), "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("pipelined  correct") == 5 and proc.stdout.count("as is      correct") == 5
+    assert "WRONG" not in proc.stdout

@@ -354,3 +354,14 @@ def test_host_made_descriptors_lift_causal_attention_where_in_kernel_ones_cost_p
         best = max(v for k, v in causal.items() if k.startswith(("4d host", "host")))
         assert best >= 0.85 and best > causal["notebook table"], (n, causal)
     assert all(name in r["failed"] for name in ("4d host ws 128x128 w4 s2", "host ws 128x128 w4 s2"))
+
+
+def test_hand_pipelining_the_attention_loop_makes_it_slower_as_chapter_09_says():
+    """results/09_attention_pipelined.json: FlashAttention-3's overlap written by hand in Triton 3.6 (the next block's
+    scores asked for before this block's softmax) is correct and slower than the notebook's loop at every launch,
+    case and N, by a fifth or more."""
+    r = _result("09_attention_pipelined")
+    assert r["command"] == "python results/sweeps/attention_pipelined.py" and "H200" in r["device"]
+    assert r["wrong"] == [] and len(r["rows"]) == 15
+    assert all(row["pipelined_over_as_is"] < 0.8 for row in r["rows"]), r["rows"]
+
