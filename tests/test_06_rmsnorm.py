@@ -457,3 +457,17 @@ def test_align_turns_two_byte_loads_into_sixteen_byte_ones(chapter, grade_id, ke
     assert not any(op.endswith(".b16") for op in aligned), ops
     assert any(op.startswith("ld.global") and ".v4." in op for op in aligned), ops
     assert any(op.startswith("st.global") and ".v4." in op for op in aligned), ops
+
+
+def test_rsqrt_probe_checks_both_kernels_under_the_interpreter():
+    """results/sweeps/rmsnorm_rsqrt.py --dry-run loads the solution notebook twice, changes the one line that
+    computes rstd in the second copy, and checks both kernels against float64 (it stops if that line moved)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "rmsnorm_rsqrt.py"), "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count(" correct") == 3 and "WRONG" not in proc.stdout
