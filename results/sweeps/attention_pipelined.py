@@ -67,21 +67,21 @@ def _attend_blocks(acc, m_i, l_i, q, k_src, v_src, stride_kn, stride_kd, stride_
             for start_n in tl.range(lo + BLOCK_N, hi, BLOCK_N):
                 k = load_tile(k_src, start_n, N, stride_kn, stride_kd, BLOCK_N, HEAD_DIM, False, TMA)
                 s_next = tl.dot(q, tl.trans(k))
-                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-                p = tl.exp2(s * qk_scale - m_new[:, None])
-                alpha = tl.exp2(m_i - m_new)
-                acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-                l_i = l_i * alpha + tl.sum(p, 1)
-                m_i = m_new
+                acc, m_i, l_i = _fold(acc, m_i, l_i, s, v, qk_scale)
                 s = s_next
                 v = load_tile(v_src, start_n, N, stride_vn, stride_vd, BLOCK_N, HEAD_DIM, False, TMA)
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            p = tl.exp2(s * qk_scale - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            m_i = m_new
+            acc, m_i, l_i = _fold(acc, m_i, l_i, s, v, qk_scale)
     return acc, m_i, l_i
+
+
+@triton.jit
+def _fold(acc, m_i, l_i, s, v, qk_scale):
+    """One unmasked key block's scores s and values v folded into (acc, m_i, l_i), as the notebook's loop does."""
+    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+    p = tl.exp2(s * qk_scale - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return acc, m_new, l_i * alpha + tl.sum(p, 1)
 '''
 
 #: (name, config, cases): the notebook's launches on Hopper (HOPPER_CONFIGS) that run an unmasked loop.
