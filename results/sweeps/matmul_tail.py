@@ -26,7 +26,7 @@ interleaved rounds), float16:
   always ask for 128 bytes; the probe re-encodes them through ``cuTensorMapEncodeTiled``), and b read through
   pointers with 16-byte ``cp.async`` copies instead of descriptors, on b as given and on 128-byte rows.
 
-Recorded on an H200 (results/07_matmul_relu_tail.json): the two full waves take 71 us, the last wave 24 us more
+Recorded on an H200 (results/07_matmul_relu_tail.json): the two full waves take 72 us, the last wave 25 us more
 (11 of them adding the pieces up), the copy 12; no way of cutting the last wave tried here costs less than 13
 us, and neither another L2 promotion nor pointer loads remove the cost of misaligned rows. The summary turns
 that into the bound of this design: about 0.92 of cuBLAS at 3000^3, short of issue 15's 0.95. cuBLAS's
