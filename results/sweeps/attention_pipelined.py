@@ -42,7 +42,8 @@ import triton  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cell, load_namespace  # noqa: E402
-from triton_course.attention import AttentionConfig, attention_reference, pinned_config  # noqa: E402
+from triton_course.attention import (INTERPRETER_CONFIG, AttentionConfig, attention_reference,  # noqa: E402
+                                     pinned_config)
 
 OUT = ROOT / "results" / "09_attention_pipelined.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -128,7 +129,7 @@ def main() -> int:
     rows, bad = [], []
     for name, config, cases in LAUNCHES:
         for d, causal in cases:
-            cfg = AttentionConfig(32, 16, 4, 1) if dry else config
+            cfg = INTERPRETER_CONFIG if dry else config
             fns = {"as is": pinned(as_is["attention"], cfg, causal),
                    "pipelined": pinned(piped["attention"], cfg, causal)}
             q, k, v = inputs(2, 3, 100, 16 if dry else d, torch.float32 if dry else torch.float16,

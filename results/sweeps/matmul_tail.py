@@ -157,18 +157,12 @@ def tile_name() -> str:
     return NS["HOPPER_CHOICE"]["a size not a multiple of 16"][0]
 
 
-def plan(a, b, split: int | None, full_only: bool = False):
-    """fn(a, b, bw) running the notebook's kernel alone on bw (b on 128-byte rows) with the last wave in
-    ``split`` pieces (None: the launcher's plan; 1: no split); ``full_only``: the full waves alone."""
-    grid, meta, state = NS["tma_plan"](a, b, NS["choose_tile"](a, b, [tile_name()]), split_tail=split != 1)
-    state = dict(state)
+def plan(a, b, full_only: bool = False):
+    """fn(a, b, bw) running the notebook's kernel alone on bw (b on 128-byte rows) as the launcher plans it
+    (``fn.split``: the pieces of each tile of the last wave, 1 when it is not cut); ``full_only``: the full
+    waves alone."""
+    grid, meta, state = NS["tma_plan"](a, b, NS["choose_tile"](a, b, [tile_name()]))
     (M, K), N = a.shape, b.shape[1]
-    tail = tiles_of(a, b, meta) - state["full_tiles"]
-    if split not in (None, 1):
-        assert meta["SPLIT_TAIL"], "no split planned for this shape"
-        state["split"] = split
-        state["partial"] = partial_buffer(a, meta, tail * split)
-        grid = (min(meta["PROGRAMS"], max(state["full_tiles"], tail * split)),)
     if full_only:
         meta = dict(meta, SPLIT_TAIL=False)
         grid = (min(meta["PROGRAMS"], state["full_tiles"]),)
@@ -178,17 +172,7 @@ def plan(a, b, split: int | None, full_only: bool = False):
         NS["matmul_relu_tma_kernel"][grid](*NS["tma_args"](a, bw, c, meta, state), **meta)
         return c
     run.split = state["split"] if meta["SPLIT_TAIL"] else 1
-    run.tail = tail
     return run
-
-
-def tiles_of(a, b, meta) -> int:
-    return triton.cdiv(a.shape[0], meta["BLOCK_M"]) * triton.cdiv(b.shape[1], meta["BLOCK_N"] + meta["EXTRA_N"])
-
-
-def partial_buffer(a, meta, pieces: int) -> torch.Tensor:
-    return torch.empty(max(1, pieces * meta["BLOCK_M"] * (meta["BLOCK_N"] + meta["EXTRA_N"])), device=a.device,
-                       dtype=torch.float32)
 
 
 def descriptors(a, bw, c, bm: int, bn: int, bk: int):
@@ -200,21 +184,21 @@ def descriptors(a, bw, c, bm: int, bn: int, bk: int):
             TensorDescriptor(c, [M, N], [N, 1], [bm, bn]))
 
 
-def probe_launch(a, b, kind: str, parts: int = 1, split: int = 1, stages: int | None = None,
-                 tail_stages: int | None = None, ptr_b: bool = False, aligned_b: bool = True):
+def probe_launch(a, b, kind: str, parts: int = 1, split: int = 1, tail_stages: int | None = None,
+                 ptr_b: bool = False, aligned_b: bool = True):
     """fn(a, b, bw) with one of this probe's kernels: ``narrow`` (the last wave's tiles in ``parts`` narrower
     tiles) or ``split`` (cut in ``split`` pieces along K, the pieces never added up: timing only)."""
     grid, meta, state = NS["tma_plan"](a, b, NS["choose_tile"](a, b, [tile_name()]), split_tail=False)
     (M, K), N = a.shape, b.shape[1]
     bm, bn, bk, programs = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta["PROGRAMS"]
-    tiles = tiles_of(a, b, meta)
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     full = tiles - tiles % programs
-    stages = stages or meta.get("num_stages", 2)
+    stages = meta.get("num_stages", 2)
     common = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=meta["GROUP_M"], B_T=False, PROGRAMS=programs,
                   num_warps=meta.get("num_warps", 4), num_stages=stages)
     units = (tiles - full) * (parts if kind == "narrow" else split)
     grid = (min(programs, max(full, units)),)
-    partial = partial_buffer(a, meta, units)
+    partial = torch.empty(max(1, units * bm * bn), device=a.device, dtype=torch.float32)
     count = torch.zeros(max(1, tiles - full), device=a.device, dtype=torch.int32)
 
     def run(a, b, bw):
@@ -290,9 +274,9 @@ def variants(a, b) -> dict:
     fns = {"torch": lambda a, b, bw: torch.relu(a @ b),
            "reference": lambda a, b, bw: NS["matmul_relu"](a, b),
            "copy of b": lambda a, b, bw: NS["realigned"](b)}
-    fns["full waves only"] = plan(a, b, None, full_only=True)
-    planned = plan(a, b, None)
-    fns[f"split {planned.split} (the plan)"] = plan(a, b, planned.split)
+    fns["full waves only"] = plan(a, b, full_only=True)
+    planned = plan(a, b)
+    fns[f"split {planned.split} (the plan)"] = planned
     fns[f"split {planned.split}, not reduced"] = probe_launch(a, b, "split", split=planned.split)
     parts = 4 if GPU else 2   # the interpreter's 32-column tiles: 16 columns at least
     for tail_stages in (3, 6) if GPU else (2,):

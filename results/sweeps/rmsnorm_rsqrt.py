@@ -39,6 +39,7 @@ import triton  # noqa: E402
 import peers  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cell, load_namespace  # noqa: E402
+from triton_course.bench import METHOD, gbps, steady_rounds  # noqa: E402
 
 OUT = ROOT / "results" / "06_rmsnorm_rsqrt.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -84,11 +85,11 @@ def main() -> int:
         fns = {"reference": as_is["rmsnorm"], "reference, rsqrt": with_rsqrt["rmsnorm"],
                **{k: v for k, v in peers.peers("rmsnorm", n, dtype, lt).items() if k != "torch eager (F.rms_norm)"},
                "same-size copy": lambda x, *rest: x.clone()}
-        times = peers.steady_rounds(fns, peers.inputs("rmsnorm", m, n, dtype), rounds=peers.ROUNDS)
+        times = steady_rounds(fns, peers.inputs("rmsnorm", m, n, dtype), rounds=peers.ROUNDS)
         element = x.element_size()
         nbytes = {k: (2 * m * n * element if k == "same-size copy" else peers.traffic("rmsnorm", m, n, element))
                   for k in fns}
-        rate = {k: round(peers.gbps(nbytes[k], statistics.median(t)), 1) for k, t in times.items()}
+        rate = {k: round(gbps(nbytes[k], statistics.median(t)), 1) for k, t in times.items()}
         best_peer = max((k for k in rate if k not in ("reference", "reference, rsqrt", "same-size copy")),
                         key=rate.get)
         row = {"rows": m, "width": n, "dtype": str(dtype)[6:], "max_error": errors, "gbps": rate,
@@ -109,7 +110,7 @@ def main() -> int:
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "liger_kernel": getattr(__import__("liger_kernel"), "__version__", "?") if lt else None,
-              "method": peers.METHOD + f"; medians of {peers.ROUNDS} interleaved rounds",
+              "method": METHOD + f"; medians of {peers.ROUNDS} interleaved rounds",
               "summary": summary, "wrong": wrong, "rows": rows}
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print("\n".join(summary))
