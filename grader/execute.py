@@ -263,6 +263,7 @@ class CourseExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         from grader.judge import JudgeSession, Seed
+        from grader.relauncher import ProcessRelauncher, notebook_kernel_shapes
         from grader.sandbox import Sandbox
 
         NotebookClient.__init__(self, nb, km)
@@ -285,16 +286,27 @@ class CourseExecute(Execute):
             env = {k: v for k, v in os.environ.items()
                    if k in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "COURSE_COPY_GBPS", "OMP_NUM_THREADS",
                             "COURSE_TEST_ATTACK_ROOT")}
-            self._sandbox = Sandbox(slot=int(os.environ.get(SANDBOX_SLOT_ENV, "0")), staging=staging, gpu=gpu, env=env)
+            slot = int(os.environ.get(SANDBOX_SLOT_ENV, "0"))
+            self._sandbox = Sandbox(slot=slot, staging=staging, gpu=gpu, env=env)
             exchange, uid = self._sandbox.exchange, self._sandbox.uid
+            # the launches are re-run in a second sandbox, which runs none of the notebook's Python
+            self._relaunch_box = Sandbox(slot=slot, staging=staging.parent / f"{staging.name}-relaunch", gpu=gpu,
+                                         env=env, role="relaunch")
+            relauncher = ProcessRelauncher(self._relaunch_box.exchange, wrap=self._relaunch_box.wrap,
+                                           uid=self._relaunch_box.uid, log=self._relaunch_box.staging / "relaunch.log",
+                                           what=self._relaunch_box.describe())
         else:
-            self._sandbox = None
+            self._sandbox = self._relaunch_box = None
             exchange, uid = staging / "exchange", None
-            if exchange.exists():
-                shutil.rmtree(exchange)
-            exchange.mkdir(parents=True)
+            for folder in (exchange, staging / "relaunch"):
+                if folder.exists():
+                    shutil.rmtree(folder)
+                folder.mkdir(parents=True)
+            relauncher = ProcessRelauncher(staging / "relaunch", log=staging / "relaunch.log",
+                                           what="a process of its own (unsandboxed)")
         self._session = JudgeSession(KernelTransport(self, exchange, "cuda" if gpu else "cpu", uid), seed,
-                                     call_timeout_s=float(self.timeout or 300))
+                                     call_timeout_s=float(self.timeout or 300), relauncher=relauncher,
+                                     allowed_kernels=notebook_kernel_shapes(nb))
         from grader.gpu_lock import GpuLock
 
         self._session.gpu_lock = GpuLock.from_env()
@@ -340,11 +352,15 @@ class CourseExecute(Execute):
                                     traceback=["NotRun: the kernel died too many times"])]
                         break
         finally:
-            if self._sandbox is not None:
-                self._sandbox.close()
+            relauncher.close()
+            log = relauncher.log.read_text(errors="replace")[-3000:] if relauncher.log.is_file() else ""
+            for box in (self._sandbox, self._relaunch_box):
+                if box is not None:
+                    box.close()
         meta = self.nb.metadata.setdefault("course_grader", {})
         meta["crashed_cells"] = crashed
         meta["sandbox"] = self._sandbox.describe() if self._sandbox is not None else "none (graded unsandboxed)"
+        meta["relaunch"] = {"calls": self._session.relaunches, "where": relauncher.describe(), "log": log}
         meta["seed_sha"] = seed.fingerprint
         meta["judge_problems"] = problems
         meta["seconds"] = self._seconds  # where the grading time went (the grader's own clock)

@@ -31,13 +31,17 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from grader.gpu_lock import GpuLock
 from triton_course.checks import CheckFailed, GuardedTensor
 from triton_course.harness import DTYPES, MAX_OUTPUTS, PLAIN, load_tensor
+from triton_course.relaunch import ALLOWED_OPS
+
+if TYPE_CHECKING:
+    from grader.relauncher import Relauncher
 
 # ---------------------------------------------------------------------------------------------------
 # The secret seed
@@ -69,16 +73,6 @@ class Seed:
 # What counts as the student's own work
 # ---------------------------------------------------------------------------------------------------
 
-#: PyTorch operators a launcher may run outside its kernels: allocation, views, copies, input checks.
-ALLOWED_OPS = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
-    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "arange",
-    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute", "transpose", "t",
-    "squeeze", "unsqueeze", "flatten", "select", "slice", "narrow", "split", "split_with_sizes", "unbind",
-    "alias", "detach", "view_as", "contiguous", "clone", "copy_", "_to_copy", "to", "lift_fresh",
-    "lift_fresh_copy", "resize_", "set_", "is_same_size", "_local_scalar_dense", "is_nonzero", "equal",
-    "stride", "size", "sym_size", "sym_stride", "sym_numel", "numel", "dim", "is_contiguous", "item",
-})
 #: Input checks may look at a few values (``.item()``); reading more is computing in Python.
 MAX_SCALAR_READS = 16
 
@@ -238,8 +232,16 @@ class Student:
 class JudgeSession:
     """The judge of one submission: its seed, its line to the student's kernel, its trusted namespace."""
 
-    def __init__(self, transport: Transport, seed: Seed | None = None, call_timeout_s: float = 300.0):
+    def __init__(self, transport: Transport, seed: Seed | None = None, call_timeout_s: float = 300.0,
+                 relauncher: "Relauncher | None" = None, allowed_kernels: set[str] | None = None):
+        from grader.relauncher import InProcessRelauncher
+
         self.transport = transport
+        #: where each call's launches are re-run alone (grader.relauncher); in this process for the course's tests
+        self.relauncher = relauncher or InProcessRelauncher(transport.exchange)
+        #: the functions the notebook defines (grader.relauncher.notebook_kernel_shapes); None: any kernel
+        self.allowed_kernels = allowed_kernels
+        self.relaunches = 0
         self.seed = seed or Seed()
         self.call_timeout_s = call_timeout_s
         self.calls = 0
@@ -392,6 +394,14 @@ class JudgeSession:
                                  arg_names)
         if problems:
             raise CheckFailed(f"{label} " + " ".join(problems))
+        if require_kernel and isinstance(output, (torch.Tensor, tuple)):
+            # graded: what the call's launches compute when re-run alone, not what its process returned
+            from grader.relauncher import relaunch
+
+            returned = list(output) if isinstance(output, tuple) else [output]
+            specs = out.get("items") if out.get("kind") == "tuple" else [out]
+            rerun, allocations, after = relaunch(self, folder, specs, returned, sent, label, budget)
+            output, allocation = (tuple(rerun) if isinstance(output, tuple) else rerun[0]), allocations[0]
         return CallResult(output, allocation, after, resp, allocations)
 
     def _load_output(self, spec: dict[str, Any], folder: Path, budget: int,

@@ -248,7 +248,12 @@ _MESSAGE_KINDS = [
     ("work not done by the kernel", "copied data into a tensor"),
     ("work not done by the kernel", "returned one of its inputs"),
     ("work not done by the kernel", "same output tensor for different timed calls"),
+    ("work not done by the kernel", "that its Triton launches do not compute"),
+    ("work not done by the kernel", "that the notebook does not define"),
+    ("work not done by the kernel", "distinct numbers to its launches"),
+    ("tampering", "record of its launches"),
     ("timing disagreement", "Timings that disagree"),
+    ("implausible speed", "faster than this GPU can move those bytes"),
     ("crash", "KernelDied"),
     ("crash", "NotRun"),
 ]

@@ -180,6 +180,9 @@ class Sandbox:
     limits: Limits = field(default_factory=Limits)
     gpu: bool = False
     env: dict[str, str] = field(default_factory=dict)
+    #: "kernel": the submission's Jupyter kernel; "relaunch": the process that re-runs its launches alone
+    #: (grader.relauncher), which works only inside the judge's calls and so needs no place in the GPU's lock
+    role: str = "kernel"
 
     def __post_init__(self) -> None:
         self.course = self.staging / "course"
@@ -202,11 +205,11 @@ class Sandbox:
         if self.uid is not None:
             os.chown(self.exchange, self.uid, self.uid)
         os.chmod(self.exchange, 0o700)
-        self.name = f"course-sandbox-{os.getpid()}-{self.slot}"
+        self.name = f"course-sandbox-{os.getpid()}-{self.slot}" + ("" if self.role == "kernel" else f"-{self.role}")
         self.cgroup = SandboxCgroups(self.name, self.limits.memory_bytes)
         self.pidfile = self.staging / "sandbox.pid"  # the grader's: not mounted in the sandbox
         self._registered: Path | None = None
-        if self.gpu:  # other submissions timing on this GPU freeze it meanwhile (grader.gpu_lock)
+        if self.gpu and self.role == "kernel":  # other submissions timing on this GPU freeze it meanwhile (grader.gpu_lock)
             from grader.gpu_lock import GpuLock
 
             self._registered = GpuLock.from_env().register(self.name, self.member())

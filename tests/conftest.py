@@ -62,7 +62,7 @@ def chapter_params():
     return pytest.mark.parametrize("chapter", CHAPTERS)
 
 
-def run_with_answers(chapter: str, student: str) -> dict[str, str]:
+def run_with_answers(chapter: str, student: str, root: Path | None = None) -> dict[str, str]:
     """Execute a chapter's student notebook in this process with ``student``'s answer cells (from
     tests/submissions/; an answer file without sections is an untouched notebook), then run every hidden test through the grader's
     judge (:mod:`grader.judge`: the tests see only the ``judge`` cells and proxies of the graded
@@ -79,23 +79,24 @@ def run_with_answers(chapter: str, student: str) -> dict[str, str]:
     from grader.examples import apply_answers, parse_answers
     from grader.execute import graded_functions, is_judge_cell, is_test, submitted_kernels
     from grader.judge import InProcessTransport, JudgeSession, run_test_cell
+    from grader.notebook_code import exec_cell
+    from grader.relauncher import notebook_kernel_shapes
 
-    answers = parse_answers((EXAMPLE_SUBMISSIONS / chapter / f"{student}.py").read_text())
+    answers = parse_answers(((root or EXAMPLE_SUBMISSIONS) / chapter / f"{student}.py").read_text())
     nb = apply_answers(chapter, answers)
     source = nbformat.read(solution_notebook(chapter), as_version=4)
     ns: dict[str, object] = {"__name__": "__main__"}
     tests = [c for c in source.cells if is_test(c)]  # the hidden tests, as nbgrader restores them
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
+    for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or is_test(cell):
             continue
-        try:
-            exec(compile(cell.source, f"<{meta.get('grade_id', 'cell')}>", "exec"), ns)
+        try:   # with the source where inspect finds it, as in Jupyter (the judge re-runs kernels from it)
+            exec_cell(cell.source, f"<{chapter} {student} cell {i}>", ns)
         except Exception:  # a failing self-check is the student's business; the tests below decide
             pass
     outcomes = {}
     with tempfile.TemporaryDirectory(prefix="judge-") as tmp:
-        session = JudgeSession(InProcessTransport(ns, Path(tmp)))
+        session = JudgeSession(InProcessTransport(ns, Path(tmp)), allowed_kernels=notebook_kernel_shapes(nb))
         problems = session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
                                            graded_functions(source), submitted_kernels(nb))
         assert not problems, problems

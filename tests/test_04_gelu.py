@@ -125,6 +125,7 @@ def _timed_bandwidth_test(student: str, small: int, threshold: int | None = None
     from grader.examples import answer_source, parse_answers
     from grader.execute import graded_functions, is_judge_cell, is_test, submitted_kernels
     from grader.judge import InProcessTransport, JudgeSession, Seed, run_test_cell
+    from grader.notebook_code import exec_cell
 
     class SmallKeys(Seed):
         # triton_course.timing_harness.build_args seeds torch.Generator with key * 31 + j, which overflows the
@@ -154,7 +155,7 @@ def _timed_bandwidth_test(student: str, small: int, threshold: int | None = None
                 cell.source = cell.source.replace("2**25", str(threshold))
         if i > last_solution:
             continue   # the chapter's experiments and plots are not needed here
-        exec(compile(cell.source, f"<{meta.get('grade_id', 'cell')}>", "exec"), ns)
+        exec_cell(cell.source, f"<{student} cell {i}>", ns)   # kernels' source readable: the judge re-runs them
     assert bandwidth is not None and "N = 2**26\n" in bandwidth
     bandwidth = bandwidth.replace("N = 2**26\n", f"N = {small}\n")
     with tempfile.TemporaryDirectory(prefix="judge-") as tmp:

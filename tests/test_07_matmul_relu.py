@@ -942,9 +942,11 @@ def _notebook_namespace(student: str) -> dict:
     from grader.course import EXAMPLE_SUBMISSIONS
     from grader.examples import answer_source, parse_answers
 
+    from grader.notebook_code import exec_cell
+
     answers = parse_answers((EXAMPLE_SUBMISSIONS / CHAPTER / f"{student}.py").read_text())
     ns: dict = {"__name__": "__main__"}
-    for cell in nbformat.read(solution_notebook(CHAPTER), as_version=4).cells:
+    for i, cell in enumerate(nbformat.read(solution_notebook(CHAPTER), as_version=4).cells):
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade_id") == "self_check":
             break
@@ -953,7 +955,7 @@ def _notebook_namespace(student: str) -> dict:
         source = cell.source
         if meta.get("solution") and meta["grade_id"] in answers:
             source = answer_source(answers[meta["grade_id"]], source, meta["grade_id"])
-        exec(compile(source, f"<{meta.get('grade_id', 'cell')}>", "exec"), ns)
+        exec_cell(source, f"<{student} cell {i}>", ns)   # kernels' source readable, as in Jupyter
     return ns
 
 

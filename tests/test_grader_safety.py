@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grader_safety")]  #
 A = "03_vector_add"
 HONEST = ["ada_correct", "mia_noisy", "jay_huge_output", "vic_harm_others", "xan_display_flood"]
 CHEATS = ["fay_torch_result", "gus_monkeypatch", "hal_hardcoded", "kim_tamper", "rex_token_launch",
-          "uma_hooks_and_outputs"]
+          "uma_hooks_and_outputs", "zed_pytorch_in_a_thread", "abe_patched_launcher"]
 CORRECTNESS = ["test_add_ragged", "test_add_fp16", "test_add_2d", "test_add_writes_exactly_n"]
 
 
@@ -91,6 +91,14 @@ def test_cheats_earn_nothing(graded, student):
 def test_pytorch_result_is_caught_by_the_launch_check(graded):
     r = graded["by"]["fay_torch_result"]["test_add_ragged"]
     assert "without launching a Triton kernel" in r.message
+
+
+@pytest.mark.parametrize("student", ["zed_pytorch_in_a_thread", "abe_patched_launcher"])
+def test_work_hidden_from_the_evidence_is_not_in_the_relaunch(graded, student):
+    """PyTorch in another thread, or inside a patched Triton launcher, leaves the student's own evidence clean;
+    the launches re-run alone in the second sandbox compute nothing, and that is what is graded."""
+    r = graded["by"][student]["test_add_ragged"]
+    assert "do not compute" in r.message and "re-ran them alone" in r.message, r
 
 
 def test_monkeypatching_is_undone(graded):
@@ -183,6 +191,7 @@ def test_records_name_their_provenance(graded):
     rec = json.loads((graded["out"] / "records" / A / "ada_correct.json").read_text())
     run = rec["run"]
     assert run["sandbox"].startswith("bubblewrap") and len(run["seed_sha"]) == 16
+    assert run["relaunch"]["where"].startswith("bubblewrap") and run["relaunch"]["calls"] >= 20, run["relaunch"]
     assert run["course_commit"] and run["torch"] and run["gpu"]
 
 

@@ -34,7 +34,7 @@ from grader.report import (GradedSubmission, failure_reasons, flags, load_class,
 from grader.results import GradeRecord, write_json
 from tests.conftest import ROOT
 from triton_course.checks import CheckFailed
-from triton_course.grading import bandwidth_verdict
+from triton_course.grading import bandwidth_verdict, same_size_copy_verdict
 
 A = "03_vector_add"
 HOSTILE_ID = "m<img src=x onerror=alert(9)>"  # short: the grader's socket paths hold the student id
@@ -165,6 +165,24 @@ def test_verdicts_are_read_as_the_grader_writes_them():
     assert tf["unit"] == "TFLOP/s" and tf["achieved"] == 512.3 and tf["target"] == pytest.approx(442.75)
     assert tf["baseline"] == "torch relu(a @ b)" and tf["passed"]
     assert parse_verdict("NOT GRADED: the bandwidth of add can only be measured on a CUDA GPU") is None
+
+
+def test_a_speed_no_kernel_reaches_earns_nothing_and_is_flagged():
+    """A timed loop at more than 1.5x the copy bandwidth did not do its work (outputs made before the timing):
+    no points, and the report puts the submission under review with the verdict as evidence."""
+    assert bandwidth_verdict(1.07 * 4267.0, 0.75, 4267.0, "add").endswith(": passed")  # the best reference's margin
+    with pytest.raises(CheckFailed, match="faster than this GPU can move those bytes") as fast:
+        bandwidth_verdict(9000.0, 0.75, 4267.0, "add on 2^26 float32 elements")
+    with pytest.raises(CheckFailed, match="faster than this GPU can move those bytes"):
+        same_size_copy_verdict(6000.0, 3900.0, 0.9, "rmsnorm on a 4096x4096 float16 input")
+    message = f"CheckFailed: {fast.value}"
+    assert parse_verdict(message)["passed"] is False
+    graded = GradedSubmission("zed", A, [GradeRecord("zed", A, "test_add_bandwidth", 0, 2, "failed", message)])
+    (flag,) = flags([graded])
+    assert flag.kinds == ["implausible speed"] and "9,000 GB/s" in flag.evidence[0]
+    relaunched = GradeRecord("zed", A, "test_add_ragged", 0, 2, "failed", "CheckFailed: add(float32[1], float32[1]) "
+                             "returned a result that its Triton launches do not compute: ...")
+    assert flags([GradedSubmission("zed", A, [relaunched])])[0].kinds == ["work not done by the kernel"]
 
 
 def test_report_from_h200_records(tmp_path):

@@ -182,10 +182,25 @@ def same_size_copy_gbps(fn: Callable[..., object], make_inputs: Callable[[], Seq
                                                               statistics.median(times["copy"]))
 
 
+#: No kernel moves its bytes this many times faster than the GPU copies them (the references reach 1.07 at
+#: most, results/peers.json): a timed loop that does is not doing the work it is credited with.
+IMPLAUSIBLE_OVER_COPY = 1.5
+
+
+def _implausible(verdict: str, achieved: float, copy: float) -> None:
+    if achieved > IMPLAUSIBLE_OVER_COPY * copy:
+        raise CheckFailed(verdict + f": faster than this GPU can move those bytes (more than {IMPLAUSIBLE_OVER_COPY:g} "
+                          "times its copy bandwidth). The timed loop did not do the work it is credited with (were the "
+                          "outputs computed before the timing, on another stream or thread?): no points, and the "
+                          "submission is flagged for the instructor.")
+
+
 def same_size_copy_verdict(achieved: float, copy: float, fraction: float, what: str) -> str:
-    """The line a passing check against a same-size copy prints; raises :class:`CheckFailed` below target."""
+    """The line a passing check against a same-size copy prints; raises :class:`CheckFailed` below target, or
+    above what any kernel can reach (:data:`IMPLAUSIBLE_OVER_COPY`)."""
     verdict = (f"{what}: {achieved:,.0f} GB/s = {achieved / copy:.0%} of a copy of the same size (as many bytes), "
                f"timed in the same rounds ({copy:,.0f} GB/s); target {fraction:.0%}")
+    _implausible(verdict, achieved, copy)
     if achieved < fraction * copy:
         raise CheckFailed(verdict + ". Count the bytes your kernel moves: is anything read or written "
                           "twice, or are the blocks too small to keep the memory system busy?")
@@ -193,10 +208,12 @@ def same_size_copy_verdict(achieved: float, copy: float, fraction: float, what: 
 
 
 def bandwidth_verdict(achieved: float, fraction: float, ceiling: float, what: str) -> str:
-    """The line a passing bandwidth check prints; raises :class:`CheckFailed` with the numbers below target."""
+    """The line a passing bandwidth check prints; raises :class:`CheckFailed` with the numbers below target,
+    or above what any kernel can reach (:data:`IMPLAUSIBLE_OVER_COPY`)."""
     target = fraction * ceiling
     verdict = (f"{what}: {achieved:,.0f} GB/s; target {fraction:.0%} of this GPU's copy bandwidth "
                f"({ceiling:,.0f} GB/s) = {target:,.0f} GB/s")
+    _implausible(verdict, achieved, ceiling)
     if achieved < target:
         raise CheckFailed(verdict + ". Count the bytes your kernel moves: is anything read or written "
                           "twice, or are the blocks too small to keep the memory system busy?")

@@ -93,8 +93,9 @@ class OperatorLog:
     COPIES = {"copy_", "_to_copy", "clone", "contiguous", "to"}
     OUTSIDE = {"lift_fresh", "lift_fresh_copy"}
 
-    def __init__(self, inputs: list[torch.Tensor], launches: KernelLaunches):
+    def __init__(self, inputs: list[torch.Tensor], launches: KernelLaunches, record: Any = None):
         self.ops: dict[str, int] = {}
+        self.record = record   # a triton_course.relaunch.LaunchRecord: every operator is also written into it
         self.known: set[int] = {t.untyped_storage().data_ptr() for t in inputs}
         self.launches = launches
         self.unknown_copies = 0
@@ -117,6 +118,8 @@ class OperatorLog:
                     return out
                 name = func.overloadpacket.__name__
                 log.ops[name] = log.ops.get(name, 0) + 1
+                if log.record is not None:
+                    log.record.on_op(func, args, kwargs, out)
                 if name in log.COPIES:
                     src = args[1] if name == "copy_" else args[0]
                     if isinstance(src, torch.Tensor) and src.device.type != "meta" and not log.is_known(src):
@@ -192,8 +195,11 @@ def serve(folder: str) -> None:
     kwargs = {k: decode(v) for k, v in req.get("kwargs", {}).items()}
     from .checks import GuardedAllocations, explain_exception
 
-    launches = KernelLaunches()
-    log = OperatorLog(tensors, launches)
+    from .relaunch import LaunchRecord
+
+    record = LaunchRecord(tensors)
+    launches = KernelLaunches(record)
+    log = OperatorLog(tensors, launches, record)
     try:
         with GuardedAllocations() as allocs, launches, log:
             got = fn(*args, **kwargs)
@@ -225,6 +231,9 @@ def serve(folder: str) -> None:
         except TypeError as exc:
             response["output"] = {"kind": "unsupported", "type": str(exc)}
     response["inputs"] = [tensor_spec(t, path, f"input{i}") for i, t in enumerate(tensors)]
+    returned = [g for g in (got if isinstance(got, (tuple, list)) else (got,)) if isinstance(g, torch.Tensor)]
+    record.finish(returned)
+    (path / "record.json").write_text(json.dumps(record.as_dict()))
     _respond(path, response)
 
 

@@ -71,11 +71,13 @@ def inside_launch() -> bool:
 
 class KernelLaunches:
     """Context manager: ``count`` is the number of Triton kernel launches made inside the block, and
-    ``written`` the storages (data pointers) of every tensor those launches received."""
+    ``written`` the storages (data pointers) of every tensor those launches received. With a ``record``
+    (:class:`triton_course.relaunch.LaunchRecord`), each launch is also written into it before it runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, record: Any = None) -> None:
         self.count = 0
         self.written: set[int] = set()
+        self.record = record
         self._saved: list[tuple[type, str, Callable[..., Any]]] = []
 
     def __enter__(self) -> "KernelLaunches":
@@ -84,13 +86,20 @@ class KernelLaunches:
             self._saved.append((cls, method, original))
 
             def run(fn_self, *args, _original=original, **kwargs):
+                step = None
                 if not kwargs.get("warmup", False):
                     self.count += 1
                     self.written.update(a.untyped_storage().data_ptr() for a in (*args, *kwargs.values())
                                         if hasattr(a, "untyped_storage"))
+                    if self.record is not None and not inside_launch():
+                        step = self._record(fn_self, args, kwargs)
                 _DEPTH.n = getattr(_DEPTH, "n", 0) + 1
                 try:
                     return _original(fn_self, *args, **kwargs)
+                except BaseException:
+                    if step is not None:
+                        step["raised"] = True   # an autotuner's config that does not fit, say: not re-run
+                    raise
                 finally:
                     _DEPTH.n -= 1
 
@@ -101,6 +110,16 @@ class KernelLaunches:
         for cls, method, original in reversed(self._saved):
             setattr(cls, method, original)
         self._saved.clear()
+
+    def _record(self, fn_self: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """One launch into the record: ``JITFunction.run``/``InterpretedFunction.run`` take the grid as a
+        keyword; Triton 3.5's ``GridExecutor`` holds the kernel and the grid itself."""
+        if type(fn_self).__name__ == "GridExecutor":
+            step = self.record.on_launch(fn_self.fn, args, kwargs, grid=fn_self.grid)
+            if "grid_callable" in step:
+                fn_self.grid = step["grid_callable"]
+            return step
+        return self.record.on_launch(fn_self, args, kwargs)
 
 
 class LaunchesPerCall:

@@ -1,0 +1,301 @@
+"""The judge grades what a call's Triton launches compute when re-run alone, from a record of them, in a
+process that runs none of the notebook's Python (triton_course.relaunch, grader.relauncher).
+
+Honest launchers of every kind must come out the same: several launches, buffers kept from one call to the
+next, views and strides, a callable grid. Work that the student's own evidence cannot see must not: PyTorch
+in another thread or behind a switched-off operator log, data made before the call or from Python values,
+a kernel written at run time, answers handed to a kernel as arguments, a record forged or removed. Each
+dishonest function below is something a submission could hand in (the sandboxed versions of the worst
+are in tests/safety/03_vector_add, graded for real by tests/test_grader_safety.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from grader.judge import InProcessTransport, JudgeSession
+from grader.relauncher import MAX_SCALARS, MIN_SCALARS, ProcessRelauncher, record_problems, scalar_limit
+from tests.conftest import run_with_answers
+from tests.safety.transforms import SAFETY_ANSWERS
+from triton_course import relaunch
+from triton_course.checks import CheckFailed, check
+from triton_course.relaunch import kernel_shape
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < n
+    tl.store(out_ptr + idx, tl.load(x_ptr + idx, mask=ok) + tl.load(y_ptr + idx, mask=ok), mask=ok)
+
+
+@triton.jit
+def _shift_kernel(x_ptr, out_ptr, shift_ptr, n, BLOCK: tl.constexpr):
+    """out = x + shift[0], with shift a buffer the launcher made."""
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < n
+    tl.store(out_ptr + idx, tl.load(x_ptr + idx, mask=ok) + tl.load(shift_ptr), mask=ok)
+
+
+@triton.jit
+def _countdown_kernel(x_ptr, out_ptr, steps_ptr, n, BLOCK: tl.constexpr):
+    """Copies x, after counting down from steps[0] (a buffer made before any call) to zero."""
+    k = tl.load(steps_ptr)
+    while k != 0:
+        k -= 1
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < n
+    tl.store(out_ptr + idx, tl.load(x_ptr + idx, mask=ok), mask=ok)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    _add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
+    return out
+
+
+def add_in_two_halves_with_a_callable_grid(x, y):
+    """Two launches on views of strided halves, the grid a function of the meta-parameters."""
+    out = torch.empty_like(x)
+    h = x.numel() // 2
+    for lo, hi in ((0, h), (h, x.numel())):
+        xs, ys, os_ = x[lo:hi], y[lo:hi], out[lo:hi]
+        _add_kernel[lambda meta, n=hi - lo: (triton.cdiv(n, meta["BLOCK"]),)](xs, ys, os_, hi - lo, BLOCK=64)
+    return out
+
+
+_KEPT: dict[str, torch.Tensor] = {}
+
+
+def add_with_a_kept_buffer(x, y):
+    """x + y + shift, where shift is a zero buffer made at the first call and reused by every later one
+    (the count buffer of chapter 07's split tiles is such a buffer)."""
+    if "shift" not in _KEPT:
+        _KEPT["shift"] = torch.zeros(1)
+    tmp = torch.empty_like(x)
+    _add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, tmp, x.numel(), BLOCK=256)
+    out = torch.empty_like(x)
+    _shift_kernel[(triton.cdiv(x.numel(), 256),)](tmp, out, _KEPT["shift"], x.numel(), BLOCK=256)
+    return out
+
+
+_MADE_AT_IMPORT = torch.zeros(1)
+
+
+def add_with_a_buffer_made_before_any_call(x, y):
+    tmp = torch.empty_like(x)
+    _add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, tmp, x.numel(), BLOCK=256)
+    out = torch.empty_like(x)
+    _shift_kernel[(triton.cdiv(x.numel(), 256),)](tmp, out, _MADE_AT_IMPORT, x.numel(), BLOCK=256)
+    return out
+
+
+def add_pytorch_in_a_thread(x, y):
+    out = torch.empty_like(x)
+    _add_kernel[(1,)](x, y, out, 0, BLOCK=256)   # a launch that computes nothing
+    helper = threading.Thread(target=lambda: out.copy_(x + y))
+    helper.start()
+    helper.join()
+    return out
+
+
+def add_with_the_operator_log_off(x, y):
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    out = torch.empty_like(x)
+    _add_kernel[(1,)](x, y, out, 0, BLOCK=256)
+    with _disable_current_modes():
+        out.copy_(x + y)
+    return out
+
+
+def add_from_python_values(x, y):
+    """The sum computed in Python, made a tensor, and moved into the output by a real kernel."""
+    values = torch.tensor([a + b for a, b in zip(x.tolist(), y.tolist())], dtype=x.dtype)
+    out = torch.empty_like(x)
+    _add_kernel[(triton.cdiv(x.numel(), 256),)](values, torch.zeros_like(x), out, x.numel(), BLOCK=256)
+    return out
+
+
+@triton.jit
+def _put_kernel(out_ptr, i, value):
+    tl.store(out_ptr + i, value)
+
+
+def add_value_by_value(x, y):
+    """PyTorch's answer (from another thread) stored one value per launch by a real kernel."""
+    answer = []
+    helper = threading.Thread(target=lambda: answer.extend((x + y).tolist()))
+    helper.start()
+    helper.join()
+    out = torch.empty_like(x)
+    for i, v in enumerate(answer):
+        _put_kernel[(1,)](out, i, v)
+    return out
+
+
+def session(tmp_path, allowed=None, **fns) -> JudgeSession:
+    s = JudgeSession(InProcessTransport(dict(fns), tmp_path), allowed_kernels=allowed)
+    s.build_namespace([], list(fns))
+    return s
+
+
+def reference(x, y):
+    return x + y
+
+
+def _check(s, n=700):
+    check(s.base["add"], (torch.randn(n), torch.randn(n)), reference, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [add, add_in_two_halves_with_a_callable_grid, add_with_a_kept_buffer])
+def test_honest_launchers_are_graded_as_re_run(tmp_path, fn):
+    s = session(tmp_path, add=fn)
+    for n in (1, 300, 1000, 4097):
+        _check(s, n)
+    assert s.relaunches == 4
+
+
+def test_a_kept_buffer_is_followed_and_freed(tmp_path):
+    """Storages the student's process still holds stay in the relaunch; those it dropped are freed there."""
+    _KEPT.clear()
+    s = session(tmp_path, add=add_with_a_kept_buffer)
+    for _ in range(6):
+        _check(s)
+    kept = len(relaunch._STATE.storages)
+    for _ in range(6):
+        _check(s)
+    assert len(relaunch._STATE.storages) <= kept   # six more calls' inputs and outputs did not pile up
+
+
+@pytest.mark.parametrize("fn", [add_pytorch_in_a_thread, add_with_the_operator_log_off,
+                                add_with_a_buffer_made_before_any_call, add_from_python_values])
+def test_work_outside_the_recorded_launches_earns_nothing(tmp_path, fn):
+    s = session(tmp_path, add=fn)
+    with pytest.raises(CheckFailed, match="do not compute") as err:
+        _check(s)
+    assert "re-ran them alone" in str(err.value)
+
+
+@pytest.mark.parametrize("student, words", [
+    ("bea_operator_log_off", "do not compute"),
+    ("cal_kernel_made_at_run_time", "that the notebook does not define"),
+    ("dee_answers_as_arguments", "distinct numbers to its launches"),
+])
+def test_the_notebook_cheats_earn_no_correctness_point(student, words):
+    """Chapter 03 notebooks from tests/safety, through the judge in this process (the two that need the real
+    second sandbox, a patched launcher and a thread, are graded by tests/test_grader_safety.py)."""
+    outcomes = run_with_answers("03_vector_add", student, root=SAFETY_ANSWERS)
+    correctness = [gid for gid in outcomes if gid != "test_add_bandwidth"]
+    assert len(correctness) == 4
+    for gid in correctness:
+        assert outcomes[gid].startswith("CheckFailed") and words in outcomes[gid], (gid, outcomes[gid][:500])
+
+
+def test_only_kernels_the_notebook_defines_are_re_run(tmp_path):
+    allowed = {kernel_shape('''
+@triton.jit
+def _shift_kernel(x_ptr, out_ptr, shift_ptr, n, BLOCK: tl.constexpr):
+    """out = x + shift[0], with shift a buffer the launcher made."""
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < n
+    tl.store(out_ptr + idx, tl.load(x_ptr + idx, mask=ok) + tl.load(shift_ptr), mask=ok)
+''')}
+    with pytest.raises(CheckFailed, match="`_add_kernel` that the notebook does not define"):
+        _check(session(tmp_path, allowed=allowed, add=add))
+
+
+class ForgingTransport(InProcessTransport):
+    """The student's process answers, then edits the record of its launches with ``forge``."""
+
+    def __init__(self, namespace, exchange, forge):
+        super().__init__(namespace, exchange)
+        self.forge = forge
+
+    def run(self, folder, timeout_s):
+        super().run(folder, timeout_s)
+        self.forge(folder / "record.json")
+
+
+def _forged(tmp_path, forge) -> JudgeSession:
+    s = JudgeSession(ForgingTransport({"add": add}, tmp_path, forge))
+    s.build_namespace([], ["add"])
+    return s
+
+
+def _edit(path, change):
+    record = json.loads(path.read_text())
+    change(record)
+    path.write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("forge, words", [
+    (lambda p: p.unlink(), "no record of its launches"),
+    (lambda p: p.write_text("{not json"), "does not parse"),
+    (lambda p: _edit(p, lambda r: r["steps"].insert(0, {"op": "aten.add.Tensor", "args": [], "kwargs": {}, "out": []})),
+     "ran aten.add.Tensor outside its kernels"),
+    (lambda p: _edit(p, lambda r: [d.update(source=d["source"].replace("idx = ", "import os\n    idx = ", 1))
+                                   for d in r["kernels"].values()]), "contains a Import statement"),
+    (lambda p: _edit(p, lambda r: r["outputs"].clear()), "does not match its inputs and outputs"),
+])
+def test_a_forged_or_missing_record_earns_nothing(tmp_path, forge, words):
+    with pytest.raises(CheckFailed, match=words):
+        _check(_forged(tmp_path, forge))
+
+
+def test_record_rules_name_each_problem():
+    honest = {"inputs": [0], "steps": [], "outputs": [], "kernels": {}}
+    assert record_problems(honest, None) == []
+    assert "readable record" in record_problems({"steps": 3}, None)[0]
+    many = {**honest, "steps": [{"launch": "k", "args": list(range(100)), "kwargs": {}}],
+            "kernels": {"k": {"course": "triton_course.checks", "name": "k"}}}
+    assert "distinct numbers" in " ".join(record_problems(many, None, output_elements=600))  # 75 allowed
+    assert record_problems(many, None, output_elements=1000) == []                           # 125 allowed
+    assert scalar_limit(1) == MIN_SCALARS and scalar_limit(10**6) == MAX_SCALARS
+    outside = {**honest, "kernels": {"k": {"name": "k", "source": "def k(x):\n    return os.getcwd()\n", "globals": {}}}}
+    assert "`os`" in " ".join(record_problems(outside, None))
+    alien = {**honest, "kernels": {"k": {"course": "numpy", "name": "k"}}}
+    assert "not the course's" in " ".join(record_problems(alien, None))
+
+
+def test_answers_handed_over_as_arguments_are_refused(tmp_path):
+    """The re-run would reproduce these (each value is in the record), but no honest call passes hundreds of
+    distinct numbers to its launches."""
+    with pytest.raises(CheckFailed, match="distinct numbers"):
+        _check(session(tmp_path, add=add_value_by_value))
+
+
+def test_the_relaunch_process_answers_times_out_and_restarts(tmp_path):
+    """The grader's real relauncher (unsandboxed here): a separate process that re-runs the record; a re-run
+    that never ends is stopped at the call's time limit, and the next call gets a fresh process."""
+    steps = torch.ones(1, dtype=torch.int32)   # made before the call: -1 (garbage) in the re-run, which never ends
+
+    def copy_after_countdown(x, y):
+        out = torch.empty_like(x)
+        _countdown_kernel[(triton.cdiv(x.numel(), 256),)](x, out, steps, x.numel(), BLOCK=256)
+        return out
+
+    (tmp_path / "relaunch").mkdir()
+    relauncher = ProcessRelauncher(tmp_path / "relaunch", log=tmp_path / "relaunch.log")
+    s = JudgeSession(InProcessTransport({"add": add, "copy": copy_after_countdown, "thread": add_pytorch_in_a_thread},
+                                        tmp_path), call_timeout_s=20, relauncher=relauncher)
+    s.build_namespace([], ["add", "copy", "thread"])
+    try:
+        _check(s)
+        first = relauncher.proc.pid
+        with pytest.raises(CheckFailed, match="do not compute"):
+            check(s.base["thread"], (torch.randn(500), torch.randn(500)), reference, atol=1e-6, rtol=1e-5)
+        s.call_timeout_s = 3
+        with pytest.raises(CheckFailed, match="did not finish within 3 s"):
+            check(s.base["copy"], (torch.randn(500), torch.randn(500)), lambda x, y: x, atol=0, rtol=0)
+        assert relauncher.proc is None
+        s.call_timeout_s = 20
+        _check(s)
+        assert relauncher.proc.pid != first
+    finally:
+        relauncher.close()
