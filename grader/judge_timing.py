@@ -418,6 +418,7 @@ def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any
     ``same_size_copy``: the target is ``fraction`` of a copy that moves ``nbytes``, timed in the same rounds
     (:func:`best_verified_fraction_of_copy`), not of ``ceiling``."""
     templates = list(make_inputs())
+    on_gpu = fn.session.transport.device.startswith("cuda")   # the interpreter's host clock proves nothing
     from triton_course.grading import bandwidth_verdict
 
     if same_size_copy:
@@ -425,11 +426,11 @@ def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any
 
         ours, copy = best_verified_fraction_of_copy(fn, templates, nbytes, reference, tolerances, what=what,
                                                     fraction=fraction)
-        return float(points), same_size_copy_verdict(ours, copy, fraction, what)
+        return float(points), same_size_copy_verdict(ours, copy, fraction, what, on_gpu=on_gpu)
 
     best = gbps(nbytes, best_verified_ms(fn, templates, reference, tolerances, what=what,
                                          good_enough=lambda ms: gbps(nbytes, ms) >= fraction * ceiling))
-    return float(points), bandwidth_verdict(best, fraction, ceiling, what)
+    return float(points), bandwidth_verdict(best, fraction, ceiling, what, on_gpu=on_gpu)
 
 
 def timing_on_cpu() -> bool:

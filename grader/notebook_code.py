@@ -20,7 +20,8 @@ def _is_test(cell) -> bool:
     return bool(meta.get("grade")) and not meta.get("solution")
 
 
-def _strip_magics(source: str) -> str:
+def strip_magics(source: str) -> str:
+    """A cell's source without its IPython magic and shell lines (``%...``, ``!...``)."""
     return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
@@ -49,7 +50,7 @@ def load_namespace(notebook: Path, through_last_solution: bool = True) -> dict[s
 
 def exec_cell(source: str, filename: str, ns: dict[str, object]) -> None:
     """Execute one cell's code in ``ns`` so that ``@triton.jit`` can read the source of its kernels."""
-    source = _strip_magics(source) + "\n"
+    source = strip_magics(source) + "\n"
     # @triton.jit reads a kernel's source with inspect, which finds it through linecache
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), ns)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from grader.notebook_code import strip_magics
 from triton_course.checks import CheckFailed
 from triton_course.harness import tensor_spec
 from triton_course.relaunch import ALLOWED_OPS, MODULE_ROOTS, free_names, kernel_shape
@@ -56,10 +57,6 @@ SAFE_BUILTINS = frozenset({
 # What the record may hold
 # ---------------------------------------------------------------------------------------------------
 
-def _strip_magics(source: str) -> str:
-    return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
-
-
 def notebook_kernel_shapes(nb) -> set[str]:
     """:func:`triton_course.relaunch.kernel_shape` of every function defined in the notebook's code cells (read,
     never run): the kernels a record may launch."""
@@ -68,7 +65,7 @@ def notebook_kernel_shapes(nb) -> set[str]:
         if cell.cell_type != "code":
             continue
         try:
-            tree = ast.parse(_strip_magics(cell.source))
+            tree = ast.parse(strip_magics(cell.source))
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -126,10 +123,11 @@ def record_problems(record: Any, kernel_shapes: set[str] | None, output_elements
     """Why a launch record is not one the grader re-runs ([] if it is). ``kernel_shapes``: the notebook's
     functions (:func:`notebook_kernel_shapes`); None accepts any kernel (the course's tests of the judge).
     ``output_elements``: of all the call's outputs together (see :func:`scalar_limit`)."""
-    if not isinstance(record, dict) or not all(isinstance(record.get(k), list) for k in ("inputs", "steps", "outputs")) \
+    lists = ("inputs", "steps", "outputs")
+    if not isinstance(record, dict) or not all(isinstance(record.get(k), list) for k in lists) \
             or not isinstance(record.get("kernels"), dict):
         return ["left no readable record of its launches (did it replace the grader's harness?)"]
-    problems = [str(p)[:300] for p in record.get("problems", [])][:3]
+    problems = [str(p)[:300] for p in record["problems"][:3]] if isinstance(record.get("problems"), list) else []
     kernels = record["kernels"]
     for key, desc in kernels.items():
         if not isinstance(desc, dict):
@@ -310,12 +308,13 @@ def _disagreement(returned: torch.Tensor, rerun: torch.Tensor) -> str | None:
         return None
     bad = torch.nonzero(~same).flatten()
     i = int(bad[0])
-    return f"{bad.numel():,} of {a.numel():,} elements differ; the first at flat index {i}: returned {a[i].item():.6g}, " \
-           f"re-run {b[i].item():.6g}"
+    return (f"{bad.numel():,} of {a.numel():,} elements differ; the first at flat index {i}: "
+            f"returned {a[i].item():.6g}, re-run {b[i].item():.6g}")
 
 
 def relaunch(session: JudgeSession, folder: Path, out_specs: list[dict[str, Any]], returned: list[torch.Tensor],
-             sent: list[torch.Tensor], label: str, budget: int) -> tuple[list[torch.Tensor], list[Any], list[torch.Tensor]]:
+             sent: list[torch.Tensor], label: str,
+             budget: int) -> tuple[list[torch.Tensor], list[Any], list[torch.Tensor]]:
     """(outputs, their guarded allocations, inputs after) of the call in ``folder`` as its launches alone
     compute them, re-run by ``session.relauncher``; CheckFailed if the record is refused, the re-run fails
     or its output differs from the one the student's process returned (``returned``)."""
@@ -324,8 +323,8 @@ def relaunch(session: JudgeSession, folder: Path, out_specs: list[dict[str, Any]
     if not problems and (len(record["outputs"]) != len(returned) or len(record["inputs"]) != len(sent)):
         problems = ["left a record of its launches that does not match its inputs and outputs"]
     if problems:
-        raise CheckFailed(f"{label} " + "; ".join(problems[:3]) + ". The grader re-runs a call's Triton launches alone, "
-                          "from a record of them, and grades what they compute.")
+        raise CheckFailed(f"{label} " + "; ".join(problems[:3]) + ". The grader re-runs a call's Triton launches "
+                          "alone, from a record of them, and grades what they compute.")
     relauncher = session.relauncher
     session.relaunches += 1
     rfolder = relauncher.exchange / f"relaunch-{session.relaunches}"

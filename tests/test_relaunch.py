@@ -257,7 +257,8 @@ def test_record_rules_name_each_problem():
     assert "distinct numbers" in " ".join(record_problems(many, None, output_elements=600))  # 75 allowed
     assert record_problems(many, None, output_elements=1000) == []                           # 125 allowed
     assert scalar_limit(1) == MIN_SCALARS and scalar_limit(10**6) == MAX_SCALARS
-    outside = {**honest, "kernels": {"k": {"name": "k", "source": "def k(x):\n    return os.getcwd()\n", "globals": {}}}}
+    source = "def k(x):\n    return os.getcwd()\n"
+    outside = {**honest, "kernels": {"k": {"name": "k", "source": source, "globals": {}}}}
     assert "`os`" in " ".join(record_problems(outside, None))
     alien = {**honest, "kernels": {"k": {"course": "numpy", "name": "k"}}}
     assert "not the course's" in " ".join(record_problems(alien, None))
