@@ -53,6 +53,7 @@ def test_right_values_pass_every_test_here(student):
 
 
 @pytest.mark.notebook
+@pytest.mark.xdist_group("softmax_class")  # the graded class is made once per run
 def test_twice_the_bytes_passes_everything_gradable_on_a_cpu(graded):
     """Correct but slow: only the bandwidth check (on a GPU) can fail it; see results/05_softmax.json."""
     for student in ("hal_two_pass",):
@@ -66,6 +67,7 @@ def test_twice_the_bytes_passes_everything_gradable_on_a_cpu(graded):
 
 
 @pytest.mark.notebook
+@pytest.mark.xdist_group("softmax_class")  # the graded class is made once per run
 def test_float16_math_loses_the_float16_test_by_real_autograde(graded):
     """A softmax that keeps float16 inputs in float16 (exp rounded to float16, float16 sum and division)
     rounds three times: it loses the float16 test, here on the CPU as on a GPU, and nothing else."""

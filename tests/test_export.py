@@ -32,7 +32,7 @@ from grader.export import (CANVAS_HEADER, CSV_HEADER, MOODLE_HEADER, ExportError
 from grader.results import write_json
 
 A = "03_vector_add"
-pytestmark = pytest.mark.notebook
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("lms_export")]  # one graded class per run
 
 CANVAS_ARCHIVE = {  # entry -> answer file (None: a notebook of another course)
     "doejane_12345_90001_03_vector_add.ipynb": "ada_correct",

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grader_safety")]  #
 A = "03_vector_add"
 HONEST = ["ada_correct", "mia_noisy", "jay_huge_output", "vic_harm_others", "xan_display_flood"]
 CHEATS = ["fay_torch_result", "gus_monkeypatch", "hal_hardcoded", "kim_tamper", "rex_token_launch",
-          "uma_hooks_and_outputs", "zed_pytorch_in_a_thread", "abe_patched_launcher"]
+          "uma_hooks_and_outputs", "abe_patched_launcher"]
 CORRECTNESS = ["test_add_ragged", "test_add_fp16", "test_add_2d", "test_add_writes_exactly_n"]
 
 
@@ -93,11 +93,11 @@ def test_pytorch_result_is_caught_by_the_launch_check(graded):
     assert "without launching a Triton kernel" in r.message
 
 
-@pytest.mark.parametrize("student", ["zed_pytorch_in_a_thread", "abe_patched_launcher"])
-def test_work_hidden_from_the_evidence_is_not_in_the_relaunch(graded, student):
-    """PyTorch in another thread, or inside a patched Triton launcher, leaves the student's own evidence clean;
-    the launches re-run alone in the second sandbox compute nothing, and that is what is graded."""
-    r = graded["by"][student]["test_add_ragged"]
+def test_work_hidden_from_the_evidence_is_not_in_the_relaunch(graded):
+    """PyTorch inside a patched Triton launcher leaves the student's own evidence clean (no operator outside a
+    launch); the launches re-run alone in the second sandbox, by Triton's own launcher, compute what the kernel
+    computes, and that is what is graded. (PyTorch in another thread: tests/test_relaunch.py.)"""
+    r = graded["by"]["abe_patched_launcher"]["test_add_ragged"]
     assert "do not compute" in r.message and "re-ran them alone" in r.message, r
 
 

@@ -183,13 +183,13 @@ def test_work_outside_the_recorded_launches_earns_nothing(tmp_path, fn):
 
 
 @pytest.mark.parametrize("student, words", [
-    ("bea_operator_log_off", "do not compute"),
+    ("zed_pytorch_in_a_thread", "do not compute"),
     ("cal_kernel_made_at_run_time", "that the notebook does not define"),
     ("dee_answers_as_arguments", "distinct numbers to its launches"),
 ])
 def test_the_notebook_cheats_earn_no_correctness_point(student, words):
-    """Chapter 03 notebooks from tests/safety, through the judge in this process (the two that need the real
-    second sandbox, a patched launcher and a thread, are graded by tests/test_grader_safety.py)."""
+    """Chapter 03 notebooks from tests/safety, through the judge in this process (the patched launcher, which
+    needs the second sandbox's own Triton, is graded by tests/test_grader_safety.py)."""
     outcomes = run_with_answers("03_vector_add", student, root=SAFETY_ANSWERS)
     correctness = [gid for gid in outcomes if gid != "test_add_bandwidth"]
     assert len(correctness) == 4

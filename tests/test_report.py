@@ -75,6 +75,7 @@ def graded_class(tmp_path_factory):
 
 
 @pytest.mark.notebook
+@pytest.mark.xdist_group("report_class")  # the graded class is made once per run
 def test_records_keep_the_measured_speed_and_the_report_flags_the_cheat(graded_class, capsys):
     out = graded_class["out"]
     saved = json.loads((out / "records" / A / "ada_correct.json").read_text())
@@ -104,6 +105,7 @@ def test_records_keep_the_measured_speed_and_the_report_flags_the_cheat(graded_c
 @pytest.mark.notebook
 @pytest.mark.browser
 @pytest.mark.timeout(300)
+@pytest.mark.xdist_group("report_class")  # the graded class is made once per run
 def test_report_page_in_chromium(graded_class):
     from tests.test_browser import ARTEFACTS, CHROMIUM, CHROMIUM_ARGS, _require_browser
 
