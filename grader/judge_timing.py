@@ -426,7 +426,7 @@ def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any
 
         ours, copy = best_verified_fraction_of_copy(fn, templates, nbytes, reference, tolerances, what=what,
                                                     fraction=fraction)
-        return float(points), same_size_copy_verdict(ours, copy, fraction, what, on_gpu=on_gpu)
+        return float(points), same_size_copy_verdict(ours, copy, fraction, what, on_gpu=on_gpu, ceiling=ceiling)
 
     best = gbps(nbytes, best_verified_ms(fn, templates, reference, tolerances, what=what,
                                          good_enough=lambda ms: gbps(nbytes, ms) >= fraction * ceiling))

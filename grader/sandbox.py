@@ -181,7 +181,9 @@ class Sandbox:
     gpu: bool = False
     env: dict[str, str] = field(default_factory=dict)
     #: "kernel": the submission's Jupyter kernel; "relaunch": the process that re-runs its launches alone
-    #: (grader.relauncher), which works only inside the judge's calls and so needs no place in the GPU's lock
+    #: (grader.relauncher). Both are registered with the GPU's lock: the re-run works inside the judge's
+    #: calls, but freezing the judge does not stop a process it waits for, whose kernels would otherwise
+    #: run through another submission's timed loop (seen on the H200 as a same-size copy at half speed)
     role: str = "kernel"
 
     def __post_init__(self) -> None:
@@ -209,10 +211,11 @@ class Sandbox:
         self.cgroup = SandboxCgroups(self.name, self.limits.memory_bytes)
         self.pidfile = self.staging / "sandbox.pid"  # the grader's: not mounted in the sandbox
         self._registered: Path | None = None
-        if self.gpu and self.role == "kernel":  # other submissions timing on this GPU freeze it meanwhile (grader.gpu_lock)
+        if self.gpu:  # other submissions timing on this GPU freeze it meanwhile (grader.gpu_lock)
             from grader.gpu_lock import GpuLock
 
-            self._registered = GpuLock.from_env().register(self.name, self.member())
+            # the judge is frozen once, with the kernel's sandbox
+            self._registered = GpuLock.from_env().register(self.name, self.member(judge=self.role == "kernel"))
 
     def member(self, judge: bool = True) -> dict:
         """What :func:`grader.freezer.freeze` needs to stop this submission from another grading process: the

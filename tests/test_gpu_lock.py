@@ -214,3 +214,26 @@ def test_registered_submissions_of_dead_graders_are_dropped(tmp_path):
     with lock.exclusive():
         pass
     assert not path.exists() and lock.history[-1]["frozen"] == []
+
+
+def test_both_sandboxes_of_a_submission_on_a_gpu_can_be_frozen(tmp_path, monkeypatch):
+    """The kernel's sandbox and the relaunch sandbox are both registered with the GPU's lock (the judge once,
+    with the kernel's): the re-run runs inside the judge's calls, and a timer that froze only the judge would
+    leave the re-run's kernels running through its timed loop (on the H200 this halved a same-size copy)."""
+    from grader.sandbox import Sandbox
+
+    locks = tmp_path / "locks"
+    monkeypatch.setenv("COURSE_GPU_LOCK_DIR", str(locks))
+    os.chmod(tmp_path, 0o755)
+    kernel = Sandbox(slot=5, staging=tmp_path / "box", gpu=True)
+    relaunch = Sandbox(slot=5, staging=tmp_path / "box-relaunch", gpu=True, role="relaunch")
+    try:
+        members = {json.loads(f.read_text())["name"]: json.loads(f.read_text())
+                   for f in (locks / "gpu0.members").glob("*.json")}
+        assert set(members) == {kernel.name, relaunch.name}
+        assert members[kernel.name]["judge_pid"] == os.getpid() and members[relaunch.name]["judge_pid"] is None
+        assert members[relaunch.name]["pidfile"] == str(relaunch.pidfile)
+    finally:
+        kernel.close()
+        relaunch.close()
+    assert not list((locks / "gpu0.members").glob("*.json"))

@@ -265,6 +265,67 @@ def test_on_a_gpu_pytorch_behind_a_launch_is_caught_while_captured(tmp_path):
         _time_on_gpu(_gpu_session(tmp_path, add=add_with_torch))
 
 
+@needs_gpu
+def test_on_a_gpu_outputs_made_off_the_graph_are_refused_as_implausible(tmp_path):
+    """Launched during the watched capture on a stream the graph does not record, the kernel runs once, before
+    the timed loop, and the loop replays an empty graph: every output is right and both clocks agree, but no
+    kernel moves its bytes at that speed (grading.IMPLAUSIBLE_OVER_COPY)."""
+    from grader.judge_timing import remote_bandwidth
+    from triton_course.bench import copy_bandwidth
+
+    side = torch.cuda.Stream()
+
+    def add_off_the_graph(x, y):
+        out = torch.empty_like(x)
+        if torch.cuda.is_current_stream_capturing():
+            with torch.cuda.stream(side):
+                _add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
+            return out
+        return add(x, y)
+
+    n = 1 << 24
+    s = _gpu_session(tmp_path, add=add_off_the_graph)
+    inputs = lambda: [torch.randn(n, device="cuda"), torch.randn(n, device="cuda")]  # noqa: E731
+    with pytest.raises(CheckFailed, match="faster than this GPU can move those bytes"):
+        remote_bandwidth(StudentFunction(s, "add"), inputs, 3 * n * 4, fraction=0.5, points=1,
+                         what="add on 2^24 elements", ceiling=copy_bandwidth(), reference=reference,
+                         tolerances=tolerance_for)
+    assert s.timing_rounds[-1]["graph"]
+
+
+@needs_gpu
+def test_on_a_gpu_the_relaunch_process_re_runs_the_launches_on_the_gpu(tmp_path):
+    """The grader's separate relaunch process (grader.relauncher.ProcessRelauncher) on CUDA tensors: the honest
+    launcher's record re-runs there and passes; PyTorch run in another thread behind a launch that computes
+    nothing is not in the record, so the re-run's output differs and earns nothing."""
+    import threading
+
+    from grader.relauncher import ProcessRelauncher
+
+    def add_pytorch_in_a_thread(x, y):
+        out = torch.empty_like(x)
+        _add_kernel[(1,)](x, y, out, 0, BLOCK=256)
+        helper = threading.Thread(target=lambda: out.copy_(x + y))
+        helper.start()
+        helper.join()
+        return out
+
+    (tmp_path / "relaunch").mkdir()
+    relauncher = ProcessRelauncher(tmp_path / "relaunch", log=tmp_path / "relaunch.log")
+    s = JudgeSession(InProcessTransport({"add": add, "thread": add_pytorch_in_a_thread}, tmp_path),
+                     relauncher=relauncher)
+    s.transport.device = "cuda"
+    s.build_namespace([], ["add", "thread"])
+    try:
+        inputs = lambda: (torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda"))  # noqa: E731
+        check(s.base["add"], inputs(), reference, atol=1e-6, rtol=1e-5)
+        with pytest.raises(CheckFailed, match="do not compute"):
+            check(s.base["thread"], inputs(), reference, atol=1e-6, rtol=1e-5)
+        assert s.relaunches == 2 and relauncher.proc is not None
+    finally:
+        relauncher.close()
+
+
 # -- functions that return several tensors (06's rmsnorm_with_rstd, 08's add_rmsnorm) -----------------------
 # Each returned tensor is held to the rules of one output: its bytes, written by a launch, not an input, a
 # plain tensor, guard pad and poison; and the outputs must be distinct tensors. Each dishonest function

@@ -176,7 +176,10 @@ def test_a_speed_no_kernel_reaches_earns_nothing_and_is_flagged():
     with pytest.raises(CheckFailed, match="faster than this GPU can move those bytes") as fast:
         bandwidth_verdict(9000.0, 0.75, 4267.0, "add on 2^26 float32 elements")
     with pytest.raises(CheckFailed, match="faster than this GPU can move those bytes"):
-        same_size_copy_verdict(6000.0, 3900.0, 0.9, "rmsnorm on a 4096x4096 float16 input")
+        same_size_copy_verdict(7000.0, 3900.0, 0.9, "rmsnorm on a 4096x4096 float16 input", ceiling=4267.0)
+    # a same-size copy that ran slow in its round (measured on the H200 while another submission's work ran:
+    # results/gpu_class_throughput_course_relaunch_unfrozen.json) leaves an honest kernel plausible against the GPU's copy
+    assert same_size_copy_verdict(3597.0, 1828.0, 0.9, "rmsnorm", ceiling=4285.0).endswith(": passed")
     message = f"CheckFailed: {fast.value}"
     assert parse_verdict(message)["passed"] is False
     graded = GradedSubmission("zed", A, [GradeRecord("zed", A, "test_add_bandwidth", 0, 2, "failed", message)])

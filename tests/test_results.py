@@ -376,3 +376,24 @@ def test_rsqrt_does_not_speed_up_the_rmsnorm_reference():
     short = next(row for row in r["rows"] if row["width"] == 64)
     assert short["best_peer"] == "Liger" and short["ratio_to_best_peer"]["reference, rsqrt"] < 0.98
 
+
+
+def test_with_the_re_run_a_class_on_one_h200_keeps_every_point_within_the_time_target():
+    """The whole course for three students, nine submissions at once, each call's launches re-run in a second
+    sandbox: every submission full marks, a student's course inside the 120 s target. Its first try, before
+    the re-run's sandbox joined the GPU's lock, is kept: there the honest 06 and 08 lost their bandwidth
+    points to a same-size copy slowed by another submission's re-run."""
+    r = _result("gpu_class_throughput_course_relaunch_3")
+    assert "H200" in r["device"] and r["graded"] == r["class_size"] == 27 and r["workers_per_gpu"] == 9
+    assert r["every_honest_copy_full_marks"] and r["steady_s_per_student"] <= r["target_s"]
+    assert r["gpu_lock"]["timed_loops_that_froze_others"] == r["gpu_lock"]["timed_holds"]
+    before = _result("gpu_class_throughput_course_relaunch_unfrozen")
+    assert set(before["not_full_marks"]) >= {"06_rmsnorm/student_01", "08_fusion/student_01"}
+
+
+def test_the_patched_launcher_earns_nothing_when_graded_with_the_re_run_on_the_h200():
+    r = _result("gpu_trusted_grading_03_relaunch")
+    assert "H200" in r["device"] and r["totals"]["03_vector_add/ada_correct_01"] == "7 / 7"
+    assert r["totals"]["03_vector_add/abe_patched_launcher"] == "0 / 7"
+    abe = [x for x in r["records"] if x["student"] == "abe_patched_launcher"]
+    assert len(abe) == 5 and all("do not compute" in x["message"] for x in abe)
