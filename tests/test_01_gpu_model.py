@@ -159,15 +159,13 @@ def test_a_table_of_the_self_check_cases_earns_nothing_for_occupancy():
 
 @pytest.mark.notebook
 def test_examples_by_real_autograde(tmp_path):
+    """A mistake graded by nbgrader in the sandbox (the solution and the untouched notebook are graded so by
+    tests/test_autograde.py)."""
     students = build_submissions(CHAPTER, tmp_path / "submitted")
     assert {"ada_correct", "ben_untouched", "cleo_whole_file", "dev_no_reservation", "eve_floor_waves",
             "fay_self_check_table"} <= set(students)
-    subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER)
-            if s.student in ("ada_correct", "ben_untouched", "dev_no_reservation")]
-    records = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2)}
-    ada = [r for (s, _), r in records.items() if s == "ada_correct"]
-    assert ada and all(r.status == "passed" and r.points == r.max_points for r in ada)
-    assert sum(r.points for (s, _), r in records.items() if s == "ben_untouched") == 0
+    subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student == "dev_no_reservation"]
+    records = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=1)}
     dev = records[("dev_no_reservation", "test_occupancy_shared")]
     assert dev.status == "failed" and "1 KB reservation" in dev.message
     assert records[("dev_no_reservation", "test_occupancy_registers")].status == "passed"

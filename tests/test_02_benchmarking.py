@@ -178,16 +178,13 @@ def test_a_benchmark_that_never_calls_fn_earns_nothing_for_it():
 
 @pytest.mark.notebook
 def test_examples_by_real_autograde(tmp_path):
+    """A mistake graded by nbgrader in the sandbox (the solution and the untouched notebook are graded so by
+    tests/test_autograde.py)."""
     students = build_submissions(CHAPTER, tmp_path / "submitted")
     assert {"ada_correct", "ben_untouched", "cleo_times_warmup", "dev_seconds_median", "gus_fake_small_number",
             "hal_sets_calls", "ivy_mean_of_loop"} <= set(students)
-    subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER)
-            if s.student in ("ada_correct", "ben_untouched", "hal_sets_calls")]
-    records = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2)}
-    for gid in ("test_benchmark_calls", "test_benchmark_timing", "test_gelu_traffic"):
-        assert records[("ada_correct", gid)].status == "passed"
-    assert records[("ada_correct", "test_benchmark_gpu")].status == "not_graded"
-    assert sum(r.points for (s, _), r in records.items() if s == "ben_untouched") == 0
+    subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student == "hal_sets_calls"]
+    records = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=1)}
     for gid in ("test_benchmark_calls", "test_benchmark_timing"):
         hal = records[("hal_sets_calls", gid)]
         assert hal.status == "failed" and hal.points == 0 and "fn was not called that often" in hal.message
