@@ -905,6 +905,17 @@ def test_the_tail_probe_runs_its_variants_under_the_interpreter(tmp_path):
     assert proc.stdout.count(" correct (max error") >= 6 and "WRONG" not in proc.stdout
 
 
+def test_the_stream_k_probe_is_correct_under_the_interpreter(tmp_path):
+    """`results/sweeps/matmul_streamk.py --dry-run`: with 4 programs at these sizes most tiles are shared by two
+    or three programs' runs of K-steps, so a finishing program that left out another's slot, or a count or flag
+    left set for the next call, would give a WRONG line."""
+    proc = _dry_run("matmul_streamk.py", "--dry-run", "--out", str(tmp_path / "sk.json"), timeout=600)
+    assert not (tmp_path / "sk.json").exists(), "a dry run records nothing"
+    for variant in ("sk tail", "sk tail+1", "sk all, kernel alone", "72x40x136 B^T", "100x80x304"):
+        assert variant in proc.stdout, variant
+    assert proc.stdout.count(" correct (max error") >= 20 and "WRONG" not in proc.stdout
+
+
 def test_recorded_sweep_holds_the_keys_the_notebook_reads():
     path = ROOT / "results" / "07_matmul_relu_sweep.json"
     if not path.exists():

@@ -215,6 +215,28 @@ def test_the_3000_cube_is_bounded_by_its_full_waves_last_wave_and_copy():
     assert r["bound_us"] == round(bound, 2) and r["bound_ratio_to_torch"] == round(us["torch"] / bound, 3) < 0.95
 
 
+def test_stream_k_is_correct_and_no_faster_than_the_cut_last_wave_at_3000_cubed():
+    """results/07_matmul_relu_streamk.json, as chapter 07's appendix says: every stream-K variant is correct at
+    every shape; at 3000^3 (either layout, either dtype) none is faster than the reference or reaches 95% of
+    torch; shared out entirely, a K-step costs over 20% more than in the whole-tile loop (0.77 us a step,
+    results/07_matmul_relu_tail.json); of the sweep's shapes only 8192^3 gains, and by under 5%."""
+    r = _result("07_matmul_relu_streamk")
+    assert r["command"] == "python results/sweeps/matmul_streamk.py" and "H200" in r["device"]
+    assert all(c["correct"] for s in r["shapes"] for c in s["checks"].values())
+    tail = _result("07_matmul_relu_tail")
+    step_us = tail["rows"]["full waves only"]["us"] / (2 * 47)
+    cube = [s for s in r["shapes"] if s["name"].startswith("3000^3")]
+    assert len(cube) == 3
+    for s in cube:
+        us = {name: row["us"] for name, row in s["rows"].items()}
+        for mode in ("tail", "tail+1", "all"):
+            assert us[f"sk {mode}"] >= us["reference"] and us["torch"] / us[f"sk {mode}"] < 0.95, (s["name"], mode)
+        steps = s["tiles"] * 47 / 132
+        assert us["sk all, kernel alone"] / steps > 1.2 * step_us, s["name"]
+    assert [line.split(":")[0] for line in r["stream_k_faster_than_reference"]] == ["8192^3 float16"]
+    assert all(float(line.split(" ")[-3].rstrip("x")) < 1.05 for line in r["stream_k_faster_than_reference"])
+
+
 def test_which_rows_cost_the_cliff_is_b_as_chapter_07_says():
     """results/07_matmul_relu_alignment_parts.json: at 4000x3000x5000, padding b's rows alone takes the Hopper
     kernel past cuBLAS, padding a's helps less, and padding c's changes nothing (within 3%)."""
@@ -364,6 +386,25 @@ def test_hand_pipelining_the_attention_loop_makes_it_slower_as_chapter_09_says()
     assert r["command"] == "python results/sweeps/attention_pipelined.py" and "H200" in r["device"]
     assert r["wrong"] == [] and len(r["rows"]) == 15
     assert all(row["pipelined_over_as_is"] < 0.8 for row in r["rows"]), r["rows"]
+
+
+def test_stacking_fewer_short_rows_per_program_does_not_close_the_rmsnorm_gaps():
+    """results/norms_gaps_short_rows.json (launches of under 4 values a thread allowed): at rows of 64, one or two
+    rows a program reach under half of what the reference reaches, so Liger-Kernel's lead there is not a launch of
+    fewer rows; the one flagged shape that one launch closes is 4096 x 4096 float16 (one row, 8 warps, cache
+    hints) -- the launch whose hints cost the float32 rows of 5120."""
+    r = _result("norms_gaps_short_rows")
+    assert r["command"].startswith("python results/sweeps/norms_gaps.py --kind rmsnorm --short-rows")
+    shapes = {(s["rows"], s["width"], s["dtype"]): s for s in r["shapes"]}
+    assert len(shapes) == 11 and {s["kernel"] for s in r["shapes"]} == {"rmsnorm"}
+    for key in ((262144, 64, "float16"), (262144, 64, "float32")):
+        rates = shapes[key]["round1_gbps"]
+        few = [name for name in rates if name.split("/")[0] in ("rows1", "rows2")]
+        assert few and all(rates[name] < 0.5 * rates["reference"] for name in few), key
+    square = shapes[(4096, 4096, "float16")]["round2_median_gbps"]
+    assert square["reference"] < 0.98 * square["Liger"] <= square["rows1/w8 hints"]
+    wide = shapes[(8192, 5120, "float32")]["round1_gbps"]
+    assert wide["rows1/w8 hints"] < 0.98 * wide["rows1/w8"]
 
 
 def test_rsqrt_does_not_speed_up_the_rmsnorm_reference():

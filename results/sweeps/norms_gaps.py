@@ -93,6 +93,11 @@ LAUNCHER = {"rmsnorm": "rmsnorm", "add_rmsnorm": "add_rmsnorm"}
 KERNEL = {"rmsnorm": "rmsnorm_kernel", "add_rmsnorm": "add_rmsnorm_kernel"}
 FIRST_ROUNDS, FINAL_ROUNDS, FINALISTS = 3, 7, 5
 ROWS_CHOICES, WARPS_CHOICES = (1, 2, 4, 8, 16, 32), (1, 2, 4, 8, 16)
+#: Fewest values a thread of a timed launch handles. ``--short-rows`` lowers it to half a value (Liger-Kernel's
+#: launch on rows of 64: one row a program, 4 warps) and lets the rule stack short rows into tiles of 128 to 512
+#: bytes as well (TILE_BYTES below).
+MIN_VALUES_PER_THREAD = 4
+SHORT_ROWS_VALUES_PER_THREAD, SHORT_ROWS_TILE_BYTES = 0.5, (128, 256, 512)
 #: The rule's constants searched (names as in the notebooks), and the value each notebook may not change.
 RULE_GRID = {"TILE_BYTES": (1024, 2048, 4096, 8192), "BYTES_PER_THREAD": (16, 32, 64, 128, 256),
              "MIN_WARPS": (1, 2, 4), "STREAM_ROW_BYTES": (0, 1024, 2048, 4096, 1 << 30)}
@@ -297,7 +302,7 @@ def variants(kind: str, ns: dict, m: int, n: int, element: int) -> dict[str, tup
         if rows > 1 and (rows * block > 16384 or rows > triton.next_power_of_2(m)):
             continue
         for warps in WARPS_CHOICES:
-            if not 4 <= rows * block / (32 * warps) <= 128:
+            if not MIN_VALUES_PER_THREAD <= rows * block / (32 * warps) <= 128:
                 continue
             for stream in (False, True):
                 out[variant_name(rows, warps, stream)] = ("early", rows, warps, stream, align)
@@ -545,9 +550,12 @@ def run_sweep(args, simulate: bool = False) -> int:
     if lt is None:
         print("Liger-Kernel is not installed: its column is left out (pip install --no-deps liger-kernel==0.8.5)",
               flush=True)
-    shapes_todo = [s for s in SHAPES if not args.only or any(o in shape_key(*s) for o in args.only)]
+    shapes_todo = [s for s in SHAPES if (not args.only or any(o in shape_key(*s) for o in args.only))
+                   and (not getattr(args, "kind", None) or s[0] == args.kind)]
     record = {"chapter": "06_rmsnorm and 08_fusion: launch shapes against torch, torch.compile and Liger-Kernel",
               "command": "python results/sweeps/norms_gaps.py" + "".join(f" --only '{o}'" for o in args.only)
+                         + (f" --kind {args.kind}" if getattr(args, "kind", None) else "")
+                         + (" --short-rows" if getattr(args, "short_rows", False) else "")
                          + (f" --budget-s {args.budget_s:g}" if args.budget_s != 170 else "")
                          + (f" --out {_shown(args.out)}" if Path(args.out).resolve() != OUT.resolve() else ""),
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -805,7 +813,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-precompile", action="store_true")
     p.add_argument("--budget-s", type=float, default=170.0,
                    help="start no new shape of round 1 after this many seconds (round 2: 40 s more)")
+    p.add_argument("--kind", choices=sorted(CHAPTER), help="only this kernel's shapes")
+    p.add_argument("--short-rows", action="store_true",
+                   help="also time launches with under 4 values a thread, and fit rules that stack short rows into "
+                        "tiles of 128 to 512 bytes")
     args = p.parse_args(argv)
+    if args.short_rows:
+        global MIN_VALUES_PER_THREAD
+        MIN_VALUES_PER_THREAD = SHORT_ROWS_VALUES_PER_THREAD
+        RULE_GRID["TILE_BYTES"] = SHORT_ROWS_TILE_BYTES + RULE_GRID["TILE_BYTES"]
     return dry_run(args) if args.dry_run else run_sweep(args)
 
 
