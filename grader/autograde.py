@@ -311,7 +311,9 @@ def _read_scores(ws: Path, job: GradingJob, graded_nb: Path, notes: list[str]) -
         notes = notes + ["the gradebook was changed while this notebook ran; the points come from the notebook's "
                          "own test outputs, not from the gradebook"]
         _repair_gradebook(ws, job, {r.grade_id: r.points for r in records})
-    return JobResult(records, notes, meta={k: info.get(k) for k in ("sandbox", "seed_sha", "relaunch")})
+    return JobResult(records, notes, meta={k: info.get(k) for k in ("sandbox", "seed_sha", "relaunch",
+                                                                     "quiet_while_judge_times", "timing",
+                                                                     "gpu_lock")})
 
 
 def _repair_gradebook(ws: Path, job: GradingJob, points: dict[str, float]) -> None:

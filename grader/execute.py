@@ -310,6 +310,10 @@ class CourseExecute(Execute):
         from grader.gpu_lock import GpuLock
 
         self._session.gpu_lock = GpuLock.from_env()
+        # the student's threads and queued GPU work must not share the GPU with the judge's same-size copy or
+        # library product: frozen while the judge times them
+        self._session.own_sandboxes = [box.member(judge=False) for box in (self._sandbox, self._relaunch_box)
+                                       if box is not None]
         problems = self._session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
                                                  graded_functions(source), submitted_kernels(nb))
         crashed: list[int] = []
@@ -366,6 +370,7 @@ class CourseExecute(Execute):
         meta["seconds"] = self._seconds  # where the grading time went (the grader's own clock)
         meta["timing"] = self._session.timing_rounds  # every timed round: graph or not, both clocks
         meta["gpu_lock"] = self._session.gpu_lock.history  # every timed hold: who else was registered, frozen, drained
+        meta["quiet_while_judge_times"] = [m["name"] for m in self._session.own_sandboxes]
         self.set_widgets_metadata()
         return self.nb, self.resources
 

@@ -51,7 +51,6 @@ import csv
 import datetime as dt
 import io
 import re
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -21,7 +21,13 @@ grader that dies never leaves a GPU locked. What a timer froze is written to ``g
 process started with the hold thaws it when the hold ends, also when the timer was killed, so a dead timer
 never leaves a submission stopped. The folder is the grader's: no sandbox sees it.
 
-Without ``COURSE_GPU_LOCK_DIR`` every method is a no-op (one submission per GPU).
+When the judge times trusted code of its own beside a student's kernel (the same-size copy of a bandwidth check,
+the library's product of a TFLOP/s check), the submission's *own* sandboxes are frozen too for the whole hold
+(``exclusive(quiet=...)``), and the GPU drained first: otherwise a thread of the student's kernel, or work it
+queued, could share the GPU with the judge's yardstick and lower the target the student's kernel is held to.
+
+Without ``COURSE_GPU_LOCK_DIR`` nothing waits and no other submission is frozen (one submission per GPU); the
+submission's own sandboxes are still quieted while the judge times its yardstick.
 """
 
 from __future__ import annotations
@@ -34,13 +40,16 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 LOCK_DIR_ENV = "COURSE_GPU_LOCK_DIR"
 #: The longest wait for the GPU to drain after the other submissions were frozen (their queued kernels run
 #: to the end); past it the timer goes on and says so in the log (a kernel running for a minute on end).
 DRAIN_TIMEOUT_S = 60.0
+#: How long the GPU must read idle before the judge times its own yardstick with the submission frozen: longer
+#: than NVML's sample period on current GPUs (1/6 s), so that work launched the moment before is seen.
+QUIET_SETTLE_S = 0.25
 
 
 class GpuLock:
@@ -125,8 +134,8 @@ class GpuLock:
                 handle = freeze(member, judge=judge)
                 if handle is not None:
                     frozen.append(handle)
-                    # written after each one: a timer killed half-way leaves a complete list to thaw
-                    self._marker.write_text(json.dumps({"by": os.getpid(), "frozen": self._frozen + frozen}))
+                    if self.folder is not None:  # after each one: a timer killed half-way leaves a complete list
+                        self._marker.write_text(json.dumps({"by": os.getpid(), "frozen": self._frozen + frozen}))
         except BaseException:
             _thaw_all(frozen)
             raise
@@ -151,11 +160,32 @@ class GpuLock:
             self._depth -= 1
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Held while the judge times a kernel: every other submission on this GPU is frozen, and the GPU has
-        drained, before the body runs; they are thawed after it, whatever happens in it."""
-        if self.folder is None or self._exclusive:
+    def quieted(self, members: Sequence[dict]) -> Iterator[None]:
+        """The body runs with ``members`` (the judge's own submission: its sandboxes, without the judge) frozen
+        and the GPU drained of what they queued; they are thawed after it, whatever happens in it. Needs no
+        lock folder: the member dicts say what to stop (:func:`grader.freezer.freeze`)."""
+        if not members:
             yield
+            return
+        handles: list[dict] = []
+        try:
+            handles = self._freeze(list(members), judge=False)
+            drained = drain(self.gpu, settle_s=QUIET_SETTLE_S) if handles else 0.0
+            self.history.append({"quieted": [f"{h['name']}:{h['mode']}" for h in handles],
+                                 "drain_ms": None if drained is None else round(drained, 1)})
+            yield
+        finally:
+            _thaw_all(handles)
+
+    @contextlib.contextmanager
+    def exclusive(self, quiet: Sequence[dict] = ()) -> Iterator[None]:
+        """Held while the judge times a kernel: every other submission on this GPU is frozen, and the GPU has
+        drained, before the body runs; they are thawed after it, whatever happens in it. ``quiet``: the
+        judge's own submission, frozen too for the whole body (:meth:`quieted`), when what the body times is
+        the judge's own yardstick and not the student's kernel."""
+        if self.folder is None or self._exclusive:
+            with self.quieted(quiet):
+                yield
             return
         gate, rw = self._open("gate"), self._open("lock")
         watchdog = None
@@ -188,7 +218,8 @@ class GpuLock:
                       f"{len(others)} registered ({', '.join(entry['frozen'])}); GPU {drained}",
                       file=sys.stderr, flush=True)
                 self.history.append(entry)
-                yield
+                with self.quieted(quiet):
+                    yield
             finally:
                 _thaw_all(self._frozen)
                 self._frozen = []
@@ -297,18 +328,26 @@ def utilization(gpu: str) -> int | None:
     return int(util.gpu)
 
 
-def drain(gpu: str, timeout_s: float = DRAIN_TIMEOUT_S) -> float | None:
-    """Wait until no kernel has run on the GPU for one NVML sample period; milliseconds waited, or None when
-    NVML cannot tell (no GPU, no driver library): then nothing is waited for, and the log says so.
+def drain(gpu: str, timeout_s: float = DRAIN_TIMEOUT_S, settle_s: float = 0.0) -> float | None:
+    """Wait until no kernel has run on the GPU for one NVML sample period (and, with ``settle_s``, until every
+    reading for that long says so); milliseconds waited, or None when NVML cannot tell (no GPU, no driver
+    library): then nothing is waited for, and the log says so.
 
     The frozen submissions cannot queue more work, but what they queued before runs to its end; a timed loop
-    that started meanwhile would share the GPU with it."""
+    that started meanwhile would share the GPU with it. A reading covers the last sample period (1/6 s to 1 s),
+    so a kernel launched just before it may not show yet: ``settle_s`` longer than a period catches it (seen on
+    the H200: a kernel left spinning the moment a timed loop ended read as an idle GPU once in four)."""
     t0 = time.perf_counter()
     if utilization(gpu) is None:
         return None
+    idle_since = None
     while time.perf_counter() - t0 < timeout_s:
         if utilization(gpu) == 0:
-            break
+            idle_since = idle_since if idle_since is not None else time.perf_counter()
+            if time.perf_counter() - idle_since >= settle_s:
+                break
+        else:
+            idle_since = None
         time.sleep(0.01)
     else:
         print(f"course-gpu-lock: GPU {gpu} still busy after {timeout_s:.0f} s with the other submissions frozen; "

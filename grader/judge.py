@@ -251,6 +251,9 @@ class JudgeSession:
         self._fixtures: list[Any] = []
         self.base: dict[str, Any] = {}
         self.gpu_lock = GpuLock(None)  # shared during calls, exclusive while timing (set by the grader)
+        #: the submission's own sandboxes (grader.sandbox.Sandbox.member, without the judge): frozen while the
+        #: judge times its own yardstick beside the student's kernel (grader.gpu_lock.GpuLock.quieted)
+        self.own_sandboxes: list[dict[str, Any]] = []
 
     # -- the namespace ---------------------------------------------------------------------------------
     def build_namespace(self, judge_cells: list[str], graded_functions: list[str],

@@ -21,6 +21,12 @@ One timed round of a student's function:
    the bound that the element tolerances imply. A skipped, cached, stale or wrong call fails here.
 4. **The work is the kernel's.** The operators and launches of the timed loop are held to
    :func:`grader.judge.work_problems`, as every correctness call is.
+5. **The yardstick is the judge's alone.** What the judge times itself beside the student's kernel (the
+   same-size copy of a bandwidth check here, the library's product of :func:`triton_course.matmul.tflops_points`)
+   runs with the submission's own sandboxes frozen and the GPU drained (:meth:`grader.gpu_lock.GpuLock.quieted`):
+   a thread of the student's kernel, or work it left queued, would otherwise share the GPU with the yardstick
+   and lower the target. A large copy that still ran far below the GPU's calibrated copy bandwidth was disturbed
+   all the same (:func:`copy_disturbed`), and its round does not count.
 """
 
 from __future__ import annotations
@@ -46,6 +52,12 @@ CLOCK_SLACK_MS = 2.0
 #: milliseconds to the judge's clock once in a while), and only a kernel whose every round disagrees is refused.
 COUNTED_ROUNDS = 3
 MAX_ROUNDS = 6
+#: A same-size copy of at least DISTURBED_COPY_MIN_BYTES that ran below DISTURBED_COPY_FRACTION of the GPU's
+#: calibrated copy bandwidth was disturbed: something else used the GPU while the judge timed it (on the H200,
+#: copies of 64 MiB or more reach 0.90-0.97 of it undisturbed, and ran at 0.43 and 0.50 when another
+#: submission's re-run shared the GPU: results/gpu_class_throughput_course_relaunch_unfrozen.json).
+DISTURBED_COPY_FRACTION = 0.6
+DISTURBED_COPY_MIN_BYTES = 32 << 20
 #: Set in the course's own tests to run the timing protocol under the interpreter (its numbers mean nothing).
 TIME_ON_CPU_ENV = "COURSE_JUDGE_TIME_ON_CPU"
 
@@ -338,26 +350,44 @@ def best_verified_ms(fn: StudentFunction, templates: Sequence[Any], reference: C
     return best
 
 
+def copy_disturbed(copy_gbps: float, copy_bytes: int, ceiling: float) -> bool:
+    """A same-size copy too slow to be this GPU undisturbed: at least :data:`DISTURBED_COPY_MIN_BYTES` moved
+    below :data:`DISTURBED_COPY_FRACTION` of ``ceiling``, the copy bandwidth calibrated before grading (0:
+    not known, nothing is judged disturbed). Smaller copies are left alone: launch costs slow them honestly."""
+    return ceiling > 0 and copy_bytes >= DISTURBED_COPY_MIN_BYTES and copy_gbps < DISTURBED_COPY_FRACTION * ceiling
+
+
 def best_verified_fraction_of_copy(fn: StudentFunction, templates: Sequence[Any], nbytes: int,
                                    reference: Callable[..., torch.Tensor],
                                    tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str,
-                                   fraction: float) -> tuple[float, float]:
+                                   fraction: float, ceiling: float = 0.0) -> tuple[float, float]:
     """(GB/s of the student's function, GB/s of a same-size copy) of the verified round where their ratio
     is best. The copy moves the bytes the function is credited with (``nbytes``: half read, half written,
     in the first input's dtype) and is timed by the judge right after each round's loop, on the same GPU
     (:func:`time_same_size_copy`), so both meet the same clocks and the same state of the machine. Up to
-    :data:`COUNTED_ROUNDS` agreeing rounds, stopping at the first whose ratio reaches ``fraction``."""
+    :data:`COUNTED_ROUNDS` agreeing rounds, stopping at the first whose ratio reaches ``fraction``. A round
+    whose copy was disturbed (:func:`copy_disturbed` against ``ceiling``) does not count: its slow copy would
+    lower the target; if no round's copy was undisturbed, nothing can be judged."""
     best: tuple[float, float] | None = None
-    counted = 0
+    counted, disturbed = 0, []
     for ms, entry in _agreeing_rounds(fn, templates, reference, tolerances, what=what, same_size_copy=nbytes):
         ours, copy = gbps(nbytes, ms), gbps(entry["copy_bytes"], entry["copy_ms"])
         entry.update(gbps=round(ours, 1), same_size_copy_gbps=round(copy, 1))
+        if copy_disturbed(copy, entry["copy_bytes"], ceiling):
+            entry["copy_disturbed"] = True
+            disturbed.append(copy)
+            continue
         if best is None or ours / copy > best[0] / best[1]:
             best = (ours, copy)
         counted += 1
         if best[0] >= fraction * best[1] or counted >= COUNTED_ROUNDS:
             break
-    assert best is not None
+    if best is None:
+        raise CheckFailed(f"{what}: the judge's same-size copy ran at {max(disturbed):,.0f} GB/s or less in all "
+                          f"{len(disturbed)} timed rounds, under {DISTURBED_COPY_FRACTION:.0%} of this GPU's copy "
+                          f"bandwidth ({ceiling:,.0f} GB/s): other work shared the GPU while it was timed, so no "
+                          "round could be judged. This says nothing about your kernel's speed: the instructor "
+                          "should grade this notebook again.")
     return best
 
 
@@ -371,10 +401,12 @@ def time_same_size_copy(session: JudgeSession, dtype: torch.dtype, numel: int, c
 
     On a GPU the copies are a replayed CUDA graph, as the student's calls are, over a rotating pool of
     source and destination tensors four L2 caches large, so that none is read from the L2. Under the
-    interpreter (the course's own tests of the protocol) a host clock, whose numbers mean nothing."""
+    interpreter (the course's own tests of the protocol) a host clock, whose numbers mean nothing. The
+    submission's own sandboxes are frozen meanwhile (``session.own_sandboxes``): the student's threads and
+    queued work must not share the GPU with the copy that sets the student's target."""
     device = session.transport.device
     numel = max(1, int(numel))
-    with session.gpu_lock.exclusive():
+    with session.gpu_lock.exclusive(quiet=session.own_sandboxes):
         if not (device.startswith("cuda") and torch.cuda.is_available()):
             src = torch.randn(numel).to(dtype)
             dst = torch.empty_like(src)
@@ -425,7 +457,7 @@ def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any
         from triton_course.grading import same_size_copy_verdict
 
         ours, copy = best_verified_fraction_of_copy(fn, templates, nbytes, reference, tolerances, what=what,
-                                                    fraction=fraction)
+                                                    fraction=fraction, ceiling=ceiling if on_gpu else 0.0)
         return float(points), same_size_copy_verdict(ours, copy, fraction, what, on_gpu=on_gpu, ceiling=ceiling)
 
     best = gbps(nbytes, best_verified_ms(fn, templates, reference, tolerances, what=what,

@@ -212,14 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         n = len(subs)
         full = {k: all(r.points == r.max_points or (args.dry_run and r.status == "not_graded") for r in v[1])
                 for k, v in done.items() if k in honest}
-        timing, lock, holds = {}, [], []
+        timing, lock, holds, history = {}, [], [], {}
         for key in done:
             a, s = key.split("/")
             nb = work / "out" / "work" / a / s / f"{a}.ipynb"
             log = work / "out" / "work" / a / s / "autograde.log"
             if nb.is_file():
                 meta = json.loads(nb.read_text()).get("metadata", {}).get("course_grader", {})
+                history[key] = meta.get("gpu_lock", [])
                 for hold in meta.get("gpu_lock", []):  # the judge's own record of each timed hold
+                    if "quieted" in hold:   # its own sandboxes frozen while it timed its yardstick: no new hold
+                        continue
                     holds.append((len(hold.get("frozen", [])), int(hold.get("registered", 0))))
                     if hold.get("frozen"):
                         lock.append((len(hold["frozen"]), hold.get("drain_ms")))
@@ -269,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                                    if r.points < r.max_points] for k, v in done.items()
                                if any(r.points < r.max_points for r in v[1])},
             "timed_rounds": timing,
+            "holds": history,   # per submission, every hold of its judge: froze whom, drained how long
             "gpu_lock": {"timed_holds": len(holds),
                          "timed_holds_with_others_registered": sum(1 for _, n in holds if n),
                          "timed_loops_that_froze_others": len(lock),

@@ -93,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
                                "min": min(honest, default=None), "max": max(honest, default=None)},
             "seconds": {f"{a}/{s}": v["seconds"] for (a, s), v in seconds.items()},
             "totals": totals,
+            # what the judge timed, per submission: its rounds (both clocks, the same-size copy) and its holds of
+            # the GPU (what it froze, how long the GPU took to drain)
+            "judge_timing": {f"{a}/{s}": {"rounds": v["run"].get("timing"), "holds": v["run"].get("gpu_lock")}
+                             for (a, s), v in seconds.items()},
             "records": [r.__dict__ for recs in done.values() for r in recs],
         }
         (out / f"gpu_trusted_grading_{name}.json").write_text(json.dumps(record, indent=2) + "\n")

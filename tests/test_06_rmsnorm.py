@@ -471,3 +471,19 @@ def test_rsqrt_probe_checks_both_kernels_under_the_interpreter():
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count(" correct") == 3 and "WRONG" not in proc.stdout
+
+
+def test_the_cheat_that_spins_the_gpu_after_its_timed_loops_is_otherwise_correct(monkeypatch):
+    """tests/safety/06_rmsnorm/bob_slows_the_judges_copy: twice the bytes, and a hook on its own timing harness
+    that leaves a GPU kernel spinning after each timed loop, to slow the judge's same-size copy. Correct, so it
+    keeps its correctness points; its hook is in place (on a GPU it would spin). Its bandwidth check is graded
+    on the H200 (results/gpu_trusted_grading_06_quiet.json); the judge's defences are tested in
+    tests/test_gpu_lock.py and tests/test_judge.py."""
+    import triton_course.timing_harness as harness
+    from tests.safety.transforms import SAFETY_ANSWERS
+
+    monkeypatch.setattr(harness, "_serve_timing", harness._serve_timing)   # the hook is undone after the test
+    outcomes = run_with_answers("06_rmsnorm", "bob_slows_the_judges_copy", root=SAFETY_ANSWERS)
+    assert harness._serve_timing.__qualname__.endswith("_spin_after_each_timed_loop.<locals>.serve")
+    assert set(outcomes) >= {"test_rmsnorm_shapes", "test_rmsnorm_rstd", "test_rmsnorm_bandwidth"}
+    assert all(outcome == "passed" for outcome in outcomes.values()), outcomes

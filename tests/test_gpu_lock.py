@@ -8,6 +8,7 @@ the timer raises or is killed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -237,3 +238,30 @@ def test_both_sandboxes_of_a_submission_on_a_gpu_can_be_frozen(tmp_path, monkeyp
         kernel.close()
         relaunch.close()
     assert not list((locks / "gpu0.members").glob("*.json"))
+
+
+@pytest.mark.parametrize("with_folder", [True, False], ids=["lock-folder", "no-lock-folder"])
+@pytest.mark.parametrize("crash", [False, True], ids=["ok", "body-raises"])
+def test_the_judge_freezes_its_own_submission_while_it_times_its_yardstick(tmp_path, with_folder, crash):
+    """``exclusive(quiet=...)``: while the judge times its own yardstick (a same-size copy, the library's
+    product), the submission's own sandbox stops too -- with or without other submissions on the GPU -- so a
+    thread of the student's kernel cannot share the GPU with it and lower the target. Thawed afterwards."""
+    from tests.test_sandbox import CountingSandbox
+
+    sandbox = CountingSandbox(tmp_path)
+    lock = GpuLock(tmp_path / "locks" if with_folder else None)
+    try:
+        with pytest.raises(RuntimeError) if crash else contextlib.nullcontext():
+            with lock.exclusive(quiet=[sandbox.box.member(judge=False)]):
+                time.sleep(0.2)
+                first = sandbox.counts()
+                time.sleep(0.8)
+                last = sandbox.counts()
+                if crash:
+                    raise RuntimeError("the yardstick failed")
+        assert first == last, f"the submission ran while the judge timed its yardstick: {first} -> {last}"
+        assert lock.history[-1]["quieted"] == [f"{sandbox.box.name}:{sandbox.box.cgroup.freezer[0]}"
+                                              if sandbox.box.cgroup.freezer else f"{sandbox.box.name}:signal"]
+        assert sandbox.advancing() == [True, True], "the submission was not thawed after the yardstick"
+    finally:
+        sandbox.close()

@@ -192,6 +192,9 @@ def test_records_name_their_provenance(graded):
     run = rec["run"]
     assert run["sandbox"].startswith("bubblewrap") and len(run["seed_sha"]) == 16
     assert run["relaunch"]["where"].startswith("bubblewrap") and run["relaunch"]["calls"] >= 20, run["relaunch"]
+    # both of its sandboxes are frozen while the judge times its own yardstick (grader.gpu_lock.GpuLock.quieted)
+    quiet = run["quiet_while_judge_times"]
+    assert len(quiet) == 2 and quiet[1] == quiet[0] + "-relaunch" and quiet[0].startswith("course-sandbox-"), quiet
     assert run["course_commit"] and run["torch"] and run["gpu"]
 
 

@@ -508,6 +508,57 @@ def test_timed_protocol_times_a_same_size_copy_in_each_round(tmp_path, timing_on
     assert all(r["copy_ms"] > 0 and r["same_size_copy_gbps"] > 0 for r in s.timing_rounds)
 
 
+def test_a_large_copy_far_below_the_calibrated_bandwidth_was_disturbed():
+    """The H200's figures: undisturbed same-size copies of 64 MiB ran at 3,808-4,119 GB/s against a calibrated
+    4,245; with another submission's re-run sharing the GPU, at 1,828 and 2,104. Small copies are never judged
+    disturbed (launch costs slow them honestly), nor anything without a calibrated bandwidth."""
+    from grader.judge_timing import copy_disturbed
+
+    mib64 = 64 << 20
+    assert not any(copy_disturbed(gbps, mib64, 4245.0) for gbps in (3808.3, 3886.1, 4119.4))
+    assert all(copy_disturbed(gbps, mib64, 4245.0) for gbps in (1828.0, 2104.0))
+    assert not copy_disturbed(1828.0, 1 << 20, 4245.0) and not copy_disturbed(1828.0, mib64, 0.0)
+
+
+def test_rounds_whose_copy_was_disturbed_do_not_set_the_target(tmp_path, timing_on_cpu, monkeypatch):
+    """A round whose same-size copy ran far below the GPU's copy bandwidth would make any kernel look fast
+    against it: it does not count, the judge tries more rounds, and when every round's copy was disturbed no
+    verdict is given (the notebook is to be graded again). Under the interpreter the copy is a host copy: the
+    ceiling is set far above it, and the size limit low enough for this test's copy."""
+    import grader.judge_timing as jt
+
+    monkeypatch.setattr(jt, "DISTURBED_COPY_MIN_BYTES", 1)
+    s = session(tmp_path, add=add)
+    with pytest.raises(CheckFailed, match=f"in all {MAX_ROUNDS} timed rounds.*grade this notebook again"):
+        jt.best_verified_fraction_of_copy(StudentFunction(s, "add"), [torch.randn(5000), torch.randn(5000)],
+                                          3 * 5000 * 4, reference, tolerance_for, what="add", fraction=0.0,
+                                          ceiling=1e12)
+    assert len(s.timing_rounds) == MAX_ROUNDS and all(r["copy_disturbed"] for r in s.timing_rounds)
+    ours, copy = jt.best_verified_fraction_of_copy(StudentFunction(s, "add"), [torch.randn(5000), torch.randn(5000)],
+                                                   3 * 5000 * 4, reference, tolerance_for, what="add",
+                                                   fraction=0.0, ceiling=1e-6)
+    assert ours > 0 and copy > 0 and "copy_disturbed" not in s.timing_rounds[-1]
+
+
+def test_the_judge_times_its_copy_with_the_submissions_own_sandbox_frozen(tmp_path, timing_on_cpu):
+    """``time_same_size_copy`` runs with ``session.own_sandboxes`` frozen (tests/test_gpu_lock.py shows that a
+    frozen sandbox makes no progress) and thawed afterwards: a thread the student's kernel left running cannot
+    share the GPU with the copy that sets the student's target."""
+    from grader.judge_timing import time_same_size_copy
+    from tests.test_sandbox import CountingSandbox
+
+    (tmp_path / "box").mkdir()
+    sandbox = CountingSandbox(tmp_path / "box")
+    try:
+        s = session(tmp_path / "judge", add=add)
+        s.own_sandboxes = [sandbox.box.member(judge=False)]
+        assert time_same_size_copy(s, torch.float32, 1 << 16, 4) > 0
+        assert [q.split(":")[0] for q in s.gpu_lock.history[-1]["quieted"]] == [sandbox.box.name]
+        assert sandbox.advancing() == [True, True]
+    finally:
+        sandbox.close()
+
+
 def test_timed_protocol_fingerprints_the_second_output_of_every_call(tmp_path, timing_on_cpu):
     """Wrong in the second output of one timed call only: the fingerprints find it, whichever call is picked."""
     count = {"n": 0}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -302,12 +303,20 @@ def test_trusted_grading_on_the_h200_keeps_honest_points_and_refuses_the_cheats(
     assert "timed call" in speed["tia_wrong_at_benchmark_size"]["message"]
 
 
+def _grading_runs() -> list[tuple[Path, dict]]:
+    """(file, run) of every recorded gpu_trusted_grading run (a file holds one, or several under "runs")."""
+    out = []
+    for path in sorted((ROOT / "results").glob("gpu_trusted_grading_*.json")):
+        r = json.loads(path.read_text())
+        out += [(path, run) for run in (r["runs"].values() if "runs" in r else [r])]
+    return out
+
+
 def _latest_honest_totals() -> dict[str, list[str]]:
     """chapter -> the honest solution's totals in the newest recorded run that graded the chapter (older runs
     stay as history, with a note saying what changed since)."""
     latest: dict[str, tuple[str, list[str]]] = {}
-    for path in (ROOT / "results").glob("gpu_trusted_grading_*.json"):
-        r = json.loads(path.read_text())
+    for path, r in _grading_runs():
         by_chapter: dict[str, list[str]] = {}
         for student, total in r["totals"].items():
             chapter, _, name = student.rpartition("/")
@@ -330,8 +339,7 @@ def test_every_chapter_solution_earns_full_marks_through_the_judge_on_the_h200()
         for total in totals:
             got, _, full = total.partition(" / ")
             assert got == full, (chapter, total)
-    every_05 = [total for path in (ROOT / "results").glob("gpu_trusted_grading_*.json")
-                for student, total in json.loads(path.read_text())["totals"].items()
+    every_05 = [total for _, run in _grading_runs() for student, total in run["totals"].items()
                 if student.startswith("05_softmax/ada_correct_")]
     assert len(every_05) >= 10 and all(t == "11 / 11" for t in every_05), every_05
 
@@ -438,3 +446,46 @@ def test_the_patched_launcher_earns_nothing_when_graded_with_the_re_run_on_the_h
     assert r["totals"]["03_vector_add/abe_patched_launcher"] == "0 / 7"
     abe = [x for x in r["records"] if x["student"] == "abe_patched_launcher"]
     assert len(abe) == 5 and all("do not compute" in x["message"] for x in abe)
+
+
+def test_a_kernel_left_spinning_after_the_timed_loop_no_longer_lowers_the_bandwidth_target():
+    """results/gpu_trusted_grading_06_quiet.json, the cheat tests/safety/06_rmsnorm/bob_slows_the_judges_copy (its
+    kernel at about 47% of a copy). Before: its spinning kernel shared the GPU with the judge's same-size copy,
+    which ran under 60% of its undisturbed speed, and the cheat earned every point. After: each of its rounds
+    waited over a second for the GPU to drain with both of its sandboxes frozen, every copy ran undisturbed, and
+    it lost exactly the two bandwidth points; the honest submission graded beside it kept all 11."""
+    r = _result("gpu_trusted_grading_06_quiet")["runs"]
+    cheat = "06_rmsnorm/bob_slows_the_judges_copy"
+    before = r["before"]["judge_timing"][cheat]["rounds"]
+    assert r["before"]["totals"][cheat] == "11 / 11" and "251b3db" in r["before"]["command"]
+    after = r["after"]
+    assert after["totals"] == {"06_rmsnorm/ada_correct_01": "11 / 11", cheat: "9 / 11"}
+    lost = [x for x in after["records"] if x["student"] == cheat.split("/")[1] and x["points"] < x["max_points"]]
+    assert [x["grade_id"] for x in lost] == ["test_rmsnorm_bandwidth"] and "47% of a copy" in lost[0]["message"]
+    rounds, holds = after["judge_timing"][cheat]["rounds"], after["judge_timing"][cheat]["holds"]
+    undisturbed = min(x["same_size_copy_gbps"] for x in rounds)
+    assert all(x["same_size_copy_gbps"] < 0.6 * undisturbed for x in before)
+    assert len(holds) == len(rounds) >= 1 and not any(x.get("copy_disturbed") for x in rounds)
+    for hold in holds:
+        assert hold["drain_ms"] > 1000 and [q.split(":")[0][-8:] for q in hold["quieted"]][1] == "relaunch", hold
+    first = r["first_fix"]["judge_timing"][cheat]["rounds"]   # one idle reading was not enough once in four
+    assert r["first_fix"]["totals"][cheat] == "9 / 11" and any(x.get("copy_disturbed") for x in first)
+
+
+def test_with_its_own_sandboxes_frozen_for_each_yardstick_a_class_keeps_every_point_within_the_time_target():
+    """results/gpu_class_throughput_course_quiet_2.json: the whole course for two students, nine at once, with
+    the submission's own sandboxes frozen while its judge times a same-size copy (06, 08) or PyTorch's product
+    (07): every submission full marks, a student's course inside the 120 s target, each such hold freezing both
+    of the submission's sandboxes and waiting at least the 0.25 s of idle readings. The stalled first try of the
+    same command is kept with its note (the cause of its stall is an open question)."""
+    r = _result("gpu_class_throughput_course_quiet_2")
+    assert "H200" in r["device"] and r["graded"] == r["class_size"] == 18 and r["workers_per_gpu"] == 9
+    assert r["every_honest_copy_full_marks"] and r["steady_s_per_student"] <= r["target_s"]
+    quiet = {k: [h for h in v if "quieted" in h] for k, v in r["holds"].items()}
+    for chapter in ("06_rmsnorm", "07_matmul_relu", "08_fusion"):
+        for student in ("student_01", "student_02"):
+            holds = quiet[f"{chapter}/{student}"]
+            assert holds and all(len(h["quieted"]) == 2 and h["drain_ms"] >= 250 for h in holds), (chapter, holds)
+    assert not any(quiet[k] for k in quiet if k.split("/")[0] not in ("06_rmsnorm", "07_matmul_relu", "08_fusion"))
+    stalled = _result("gpu_class_throughput_course_quiet_2_stalled")
+    assert stalled["graded"] < stalled["class_size"] and "open question" in stalled["note"]
