@@ -170,9 +170,18 @@ class GpuLock:
         handles: list[dict] = []
         try:
             handles = self._freeze(list(members), judge=False)
-            drained = drain(self.gpu, settle_s=QUIET_SETTLE_S) if handles else 0.0
+            drained = drain(self.gpu, timeout_s=DRAIN_TIMEOUT_S, settle_s=QUIET_SETTLE_S) if handles else 0.0
+            busy = drained is not None and drained >= DRAIN_TIMEOUT_S * 1e3
             self.history.append({"quieted": [f"{h['name']}:{h['mode']}" for h in handles],
-                                 "drain_ms": None if drained is None else round(drained, 1)})
+                                 "drain_ms": None if drained is None else round(drained, 1), "busy": busy})
+            if busy:   # what it times would share the GPU with this submission's own queued work
+                from triton_course.checks import CheckFailed
+
+                raise CheckFailed(f"GPU {self.gpu} was still running this submission's own queued work "
+                                  f"{DRAIN_TIMEOUT_S:.0f} s after its sandboxes were frozen, so the judge could not "
+                                  "time its yardstick (a same-size copy, PyTorch's product) on an idle GPU: no "
+                                  "speed verdict. A notebook that leaves long GPU work queued or running (a "
+                                  "background thread, a kernel that does not end) cannot be timed.")
             yield
         finally:
             _thaw_all(handles)

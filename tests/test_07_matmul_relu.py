@@ -1026,3 +1026,19 @@ def test_speed_check_through_the_judge_verifies_every_timed_output(tmp_path, mon
     wrong = _notebook_namespace("eve_no_relu")
     with pytest.raises(CheckFailed, match="wrong"):
         _speed(wrong, JudgeSession(InProcessTransport(wrong, tmp_path), seed=_NarrowSeed()), **checked)
+
+
+def test_the_cheat_that_spins_the_gpu_until_it_is_timed_is_otherwise_correct(monkeypatch):
+    """tests/safety/07_matmul_relu/cy_slows_the_baseline: every product twice, and a thread queueing spinning GPU
+    kernels until the judge's first timing request, to slow the PyTorch product the judge times as the target.
+    Correct, so it keeps its correctness points; its hook is in place (on a GPU the thread would spin). Graded
+    on the H200 in results/gpu_trusted_grading_07_quiet.json; the judge's defence is tested in
+    tests/test_gpu_lock.py (it refuses to time beside a GPU that does not read idle)."""
+    import triton_course.timing_harness as harness
+    from tests.safety.transforms import SAFETY_ANSWERS
+
+    monkeypatch.setattr(harness, "_serve_timing", harness._serve_timing)   # the hook is undone after the test
+    outcomes = run_with_answers("07_matmul_relu", "cy_slows_the_baseline", root=SAFETY_ANSWERS)
+    assert harness._serve_timing.__qualname__.endswith("_spin_until_timed.<locals>.serve")
+    assert "test_matmul_relu_speed" in outcomes and len(outcomes) >= 5
+    assert all(outcome == "passed" for outcome in outcomes.values()), outcomes

@@ -265,3 +265,29 @@ def test_the_judge_freezes_its_own_submission_while_it_times_its_yardstick(tmp_p
         assert sandbox.advancing() == [True, True], "the submission was not thawed after the yardstick"
     finally:
         sandbox.close()
+
+
+@pytest.mark.parametrize("reading", [0, 37], ids=["idle", "busy"])
+def test_the_judge_times_its_yardstick_only_on_a_gpu_that_reads_idle(tmp_path, monkeypatch, reading):
+    """NVML's utilisation counter stands in here (this machine has no GPU): with the submission frozen, the
+    judge waits for a quarter second of idle readings before it times its yardstick; if the GPU never reads
+    idle (the submission queued more work than the drain limit), it refuses to time at all -- a yardstick
+    timed beside that work would lower the target -- and the submission is thawed either way."""
+    import grader.gpu_lock as gl
+    from tests.test_sandbox import CountingSandbox
+    from triton_course.checks import CheckFailed
+
+    monkeypatch.setattr(gl, "utilization", lambda gpu: reading)
+    monkeypatch.setattr(gl, "DRAIN_TIMEOUT_S", 1.0)
+    sandbox = CountingSandbox(tmp_path)
+    lock, ran = GpuLock(None), []
+    try:
+        with pytest.raises(CheckFailed, match="could not time its yardstick") if reading else contextlib.nullcontext():
+            with lock.exclusive(quiet=[sandbox.box.member(judge=False)]):
+                ran.append(True)
+        hold = lock.history[-1]
+        assert hold["busy"] == bool(reading) and ran == ([] if reading else [True])
+        assert hold["drain_ms"] >= (1000 if reading else 1000 * gl.QUIET_SETTLE_S), hold
+        assert sandbox.advancing() == [True, True]
+    finally:
+        sandbox.close()
