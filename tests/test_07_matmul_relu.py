@@ -1031,9 +1031,9 @@ def test_speed_check_through_the_judge_verifies_every_timed_output(tmp_path, mon
 def test_the_cheat_that_spins_the_gpu_until_it_is_timed_is_otherwise_correct(monkeypatch):
     """tests/safety/07_matmul_relu/cy_slows_the_baseline: every product twice, and a thread queueing spinning GPU
     kernels until the judge's first timing request, to slow the PyTorch product the judge times as the target.
-    Correct, so it keeps its correctness points; its hook is in place (on a GPU the thread would spin). Graded
-    on the H200 in results/gpu_trusted_grading_07_quiet.json; the judge's defence is tested in
-    tests/test_gpu_lock.py (it refuses to time beside a GPU that does not read idle)."""
+    Correct, so it keeps its correctness points; its hook is in place (on a GPU the thread would spin). The
+    judge's defence is tested in tests/test_gpu_lock.py (it refuses to time beside a GPU that does not read
+    idle); its H200 grading is still to be recorded (results/gpu_trusted_grading_07_quiet.json says why)."""
     import triton_course.timing_harness as harness
     from tests.safety.transforms import SAFETY_ANSWERS
 

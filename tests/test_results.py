@@ -489,3 +489,13 @@ def test_with_its_own_sandboxes_frozen_for_each_yardstick_a_class_keeps_every_po
     assert not any(quiet[k] for k in quiet if k.split("/")[0] not in ("06_rmsnorm", "07_matmul_relu", "08_fusion"))
     stalled = _result("gpu_class_throughput_course_quiet_2_stalled")
     assert stalled["graded"] < stalled["class_size"] and "open question" in stalled["note"]
+
+
+def test_chapter_07s_baseline_is_timed_with_the_submission_frozen_on_the_h200():
+    """results/gpu_trusted_grading_07_quiet.json (cut short by the session's device time; its note says so): the
+    honest 07 keeps 11/11, and PyTorch's product that sets its target was timed in a hold that froze both of its
+    sandboxes, waited for a quarter second of idle readings and found the GPU idle."""
+    r = _result("gpu_trusted_grading_07_quiet")
+    assert r["totals"]["07_matmul_relu/ada_correct_01"] == "11 / 11" and "cut short" in r["note"].lower()
+    holds = r["judge_timing"]["07_matmul_relu/ada_correct_01"]["holds"]
+    assert len(holds) == 1 and len(holds[0]["quieted"]) == 2 and holds[0]["drain_ms"] >= 250 and not holds[0]["busy"]
