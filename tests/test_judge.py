@@ -559,6 +559,38 @@ def test_the_judge_times_its_copy_with_the_submissions_own_sandbox_frozen(tmp_pa
         sandbox.close()
 
 
+@pytest.mark.parametrize("reading", [37, 0], ids=["never-idle", "idle"])
+def test_a_tflops_check_times_its_baseline_only_beside_an_idle_gpu(tmp_path, timing_on_cpu, monkeypatch, reading):
+    """Chapter 07's check through the judge (``tflops_points`` with a proxy), the submission's own sandbox in
+    ``session.own_sandboxes``, NVML's counter stood in (no GPU here). A GPU that never reads idle after the
+    freeze (tests/safety/07_matmul_relu/cy_slows_the_baseline queues spinning kernels to slow the baseline)
+    gets no speed verdict and no points; an idle one is timed and earns them. The sandbox is thawed after."""
+    import grader.gpu_lock as gl
+    from tests.test_sandbox import CountingSandbox
+    from triton_course.matmul import tflops_points
+
+    monkeypatch.setattr(gl, "utilization", lambda gpu: reading)
+    monkeypatch.setattr(gl, "DRAIN_TIMEOUT_S", 1.0)
+    (tmp_path / "box").mkdir()
+    sandbox = CountingSandbox(tmp_path / "box")
+    try:
+        s = session(tmp_path / "judge", add=add)
+        s.own_sandboxes = [sandbox.box.member(judge=False)]
+        check = lambda: tflops_points(  # noqa: E731
+            StudentFunction(s, "add"), lambda x, y: x + y, lambda: (torch.randn(5000), torch.randn(5000)), 5000,
+            fraction=0.75, points=2, what="add", reference=reference, tolerances=tolerance_for)
+        if reading:
+            with pytest.raises(CheckFailed, match="could not time its yardstick"):
+                check()
+            assert not s.timing_rounds, "the student's rounds ran after the baseline was refused"
+        else:
+            assert check() == 2.0 and s.timing_rounds
+        assert s.gpu_lock.history[0]["busy"] == bool(reading) and len(s.gpu_lock.history[0]["quieted"]) == 1
+        assert sandbox.advancing() == [True, True]
+    finally:
+        sandbox.close()
+
+
 def test_timed_protocol_fingerprints_the_second_output_of_every_call(tmp_path, timing_on_cpu):
     """Wrong in the second output of one timed call only: the fingerprints find it, whichever call is picked."""
     count = {"n": 0}
