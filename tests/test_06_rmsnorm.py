@@ -473,6 +473,21 @@ def test_rsqrt_probe_checks_both_kernels_under_the_interpreter():
     assert proc.stdout.count(" correct") == 3 and "WRONG" not in proc.stdout
 
 
+def test_body_probe_checks_every_body_under_the_interpreter():
+    """results/sweeps/rmsnorm_bodies.py --dry-run: the notebook's kernel with Liger's rsqrt, its 16-bit weight multiply
+    and both (each one substituted line of the notebook's text; it stops if a line moved), at the notebook's launch
+    and Liger's, all against float64."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "rmsnorm_bodies.py"), "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count(": 9/9 correct") == 3, proc.stdout
+
+
 def test_the_cheat_that_spins_the_gpu_after_its_timed_loops_is_otherwise_correct(monkeypatch):
     """tests/safety/06_rmsnorm/bob_slows_the_judges_copy: twice the bytes, and a hook on its own timing harness
     that leaves a GPU kernel spinning after each timed loop, to slow the judge's same-size copy. Correct, so it

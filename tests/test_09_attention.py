@@ -584,3 +584,19 @@ def test_hand_pipelined_probe_runs_both_kernels_under_the_interpreter():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("pipelined  correct") == 5 and proc.stdout.count("as is      correct") == 5
     assert "WRONG" not in proc.stdout
+
+
+def test_lazy_rescale_probe_runs_both_kernels_under_the_interpreter():
+    """results/sweeps/attention_lazy_rescale.py --dry-run: the notebook's kernel and its copy that rescales only when
+    a row's maximum grows by more than 8 agree with float64 in every case, on keys that grow along the sequence too
+    (where a rescale that forgot the row sums was 4 off)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_lazy_rescale.py"),
+                           "--dry-run"], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("growing lazy     correct") == 4 and proc.stdout.count("normal  lazy     correct") == 4
+    assert "WRONG" not in proc.stdout

@@ -44,6 +44,9 @@ import triton.language as tl  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
 from triton_course.bench import METHOD, copy_bandwidth, gbps, steady_rounds  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
+import graph_timing  # noqa: E402
 from triton_course.softmax import warps_per_sm  # noqa: E402
 
 M = 4096
@@ -234,7 +237,10 @@ def sweep(kind: str) -> dict:
 #: short rows, bf16.
 GAP_SHAPES = [(32768, 1000, torch.float32), (4096, 4096, torch.float16), (4096, 4096, torch.bfloat16),
               (8192, 5120, torch.float16), (16384, 1000, torch.float16), (32768, 3000, torch.float32),
-              (262144, 64, torch.float32), (65536, 256, torch.float16), (4096, 1000, torch.float32)]
+              (262144, 64, torch.float32), (65536, 256, torch.float16), (4096, 1000, torch.float32),
+              # inputs of up to 32 MiB, where the rule adds cache hints (SMALL_INPUT_BYTES): chapter 05's own rows
+              (4096, 512, torch.float32), (4096, 1024, torch.float32), (4096, 2048, torch.float32),
+              (8192, 1024, torch.float16)]
 
 
 def liger_softmax():
@@ -268,7 +274,10 @@ def gap_candidates(ns: dict, m: int, n: int, element: int) -> dict:
     return shapes
 
 
-def sweep_gaps() -> dict:
+def sweep_gaps(graphs: bool = False, only: list[str] | None = None) -> dict:
+    """The softmax-gaps sweep; ``graphs``: timed by graph_timing.graph_rounds instead of steady_rounds; ``only``:
+    the shapes named like "4096x4096 float16"."""
+    timer = graph_timing.graph_rounds if graphs else steady_rounds
     ns = load_namespace(solution_notebook("05_softmax"))
     reference = ns["softmax"]
 
@@ -286,6 +295,8 @@ def sweep_gaps() -> dict:
               flush=True)
     shapes_out, summary, suggestions = {}, [], {}
     for m, n, dtype in GAP_SHAPES:
+        if only and f"{m}x{n} {str(dtype)[6:]}" not in only:
+            continue
         element = torch.empty(0, dtype=dtype).element_size()
         nbytes = 2 * m * n * element
         make = lambda: (torch.randn(m, n, device="cuda", dtype=dtype),)  # noqa: E731
@@ -303,7 +314,7 @@ def sweep_gaps() -> dict:
         del x, want
         tiles = {k: v for k, v in usable.items() if k.startswith("rows")}
         first = {name: gbps(nbytes, statistics.median(t)) for name, t in
-                 steady_rounds(tiles, make, rounds=FIRST_ROUNDS).items()}
+                 timer(tiles, make, rounds=FIRST_ROUNDS).items()}
         top = sorted(first, key=first.get, reverse=True)[:FINALISTS]
         _, rows_, warps_, stream_ = ns["softmax_config"](m, n, element)
         rule = f"rows{rows_}/w{warps_}{' hints' if stream_ else ''}"   # the reference's own launch, as a candidate
@@ -312,7 +323,7 @@ def sweep_gaps() -> dict:
         final_fns = {name: tiles[name] for name in top}
         final_fns.update({k: v for k, v in usable.items() if not k.startswith("rows")})
         final_fns["same-size copy"] = lambda x: x.clone()
-        final = steady_rounds(final_fns, make, rounds=7)
+        final = timer(final_fns, make, rounds=7)
         medians = {name: round(gbps(nbytes, statistics.median(t)), 1) for name, t in final.items()}
         best_tile = max(top, key=lambda k: medians[k])
         peer_names = [k for k in peers if k in medians]
@@ -331,11 +342,12 @@ def sweep_gaps() -> dict:
         print(line, flush=True)
         torch.cuda.empty_cache()
     return {"chapter": "05_softmax launch shapes where peers led",
-            "command": "python results/sweeps/launch_sweep.py softmax-gaps",
+            "command": "python results/sweeps/launch_sweep.py softmax-gaps" + (" --graphs" if graphs else "")
+                       + (" '--only=" + ",".join(only) + "'" if only else ""),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-            "liger_kernel": _version("liger-kernel"), "copy_gbps": round(copy_bandwidth(), 1), "method": METHOD,
-            "rounds": {"round1": FIRST_ROUNDS, "round2": 7}, "summary": summary, "shapes": shapes_out,
+            "liger_kernel": _version("liger-kernel"), "copy_gbps": round(copy_bandwidth(), 1),
+            "method": graph_timing.METHOD if graphs else METHOD, "rounds": {"round1": FIRST_ROUNDS, "round2": 7}, "summary": summary, "shapes": shapes_out,
             "suggested_launches": suggestions}
 
 
@@ -349,10 +361,16 @@ def _version(dist: str) -> str | None:
 
 
 def main(argv: list[str]) -> int:
+    graphs = "--graphs" in argv
+    only = next((a.split("=", 1)[1].split(",") for a in argv if a.startswith("--only=")), None)
+    out = next((Path(a.split("=", 1)[1]) for a in argv if a.startswith("--out=")), None)
+    argv = [a for a in argv if not a.startswith("--")]
     for kind in argv or ["softmax", "rmsnorm"]:
         if kind == "softmax-gaps":
-            record = sweep_gaps()
-            (ROOT / "results" / "05_softmax_gaps_sweep.json").write_text(json.dumps(record, indent=1) + "\n")
+            record = sweep_gaps(graphs, only)
+            if out:
+                record["command"] += f" --out={out}"
+            (out or ROOT / "results" / "05_softmax_gaps_sweep.json").write_text(json.dumps(record, indent=1) + "\n")
             print("\n".join(record["summary"]))
             continue
         record = sweep(kind)

@@ -73,6 +73,9 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
+import graph_timing  # noqa: E402
 from grader.notebook_code import exec_cell  # noqa: E402
 
 OUT = ROOT / "results" / "norms_gaps_sweep.json"
@@ -101,6 +104,7 @@ SHORT_ROWS_VALUES_PER_THREAD, SHORT_ROWS_TILE_BYTES = 0.5, (128, 256, 512)
 #: The rule's constants searched (names as in the notebooks), and the value each notebook may not change.
 RULE_GRID = {"TILE_BYTES": (1024, 2048, 4096, 8192), "BYTES_PER_THREAD": (16, 32, 64, 128, 256),
              "MIN_WARPS": (1, 2, 4), "STREAM_ROW_BYTES": (0, 1024, 2048, 4096, 1 << 30)}
+TIMING = ["steady"]   # how Shape.time times: "steady" (steady_rounds) or "graphs" (graph_timing.graph_rounds)
 BODIES = ("early", "late")   # the notebook's kernel (weight loaded with the rows) or the w-late copy
 #: The shapes the dry run rehearses the report on.
 REHEARSAL = ["rmsnorm 262144x64 float16", "rmsnorm 32768x1000 float16", "add_rmsnorm 32768x1000 float16"]
@@ -472,7 +476,10 @@ class Shape:
             rng = random.Random(len(names) * rounds)
             return {k: [self.nbytes / 1e6 / (3000 + 1000 * rng.random()) for _ in range(rounds)]
                     for k in names if k in self.fns}
-        return steady_rounds({k: self.fns[k] for k in names if k in self.fns}, self.make, rounds=rounds)
+        chosen = {k: self.fns[k] for k in names if k in self.fns}
+        if TIMING[0] == "graphs":
+            return graph_timing.graph_rounds(chosen, self.make, rounds=rounds)
+        return steady_rounds(chosen, self.make, rounds=rounds)
 
     def launch_of(self, constants: dict, body: str) -> str:
         rows, warps, stream = rule_launch(self.kind, self.ns, self.m, self.n, self.element, constants)
@@ -556,12 +563,14 @@ def run_sweep(args, simulate: bool = False) -> int:
               "command": "python results/sweeps/norms_gaps.py" + "".join(f" --only '{o}'" for o in args.only)
                          + (f" --kind {args.kind}" if getattr(args, "kind", None) else "")
                          + (" --short-rows" if getattr(args, "short_rows", False) else "")
+                         + (" --timing graphs" if getattr(args, "timing", "steady") == "graphs" else "")
                          + (f" --budget-s {args.budget_s:g}" if args.budget_s != 170 else "")
                          + (f" --out {_shown(args.out)}" if Path(args.out).resolve() != OUT.resolve() else ""),
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(0) if not simulate else "none (simulated)",
               "torch": torch.__version__, "triton": triton.__version__,
-              "liger_kernel": _version("liger-kernel"), "method": METHOD,
+              "liger_kernel": _version("liger-kernel"),
+              "method": graph_timing.METHOD if TIMING[0] == "graphs" else METHOD,
               "rounds": {"round1": FIRST_ROUNDS, "round2": FINAL_ROUNDS},
               "rule_grid": {**RULE_GRID, "body": BODIES, "w-late only with": LATE_GRID},
               "notebook_constants": {k: notebook_constants(ns) for k, ns in namespaces.items()}, "shapes": []}
@@ -814,10 +823,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=170.0,
                    help="start no new shape of round 1 after this many seconds (round 2: 40 s more)")
     p.add_argument("--kind", choices=sorted(CHAPTER), help="only this kernel's shapes")
+    p.add_argument("--timing", choices=("steady", "graphs"), default="steady",
+                   help="graphs: calls replayed from CUDA graphs (graph_timing.py), no host in the timed region")
     p.add_argument("--short-rows", action="store_true",
                    help="also time launches with under 4 values a thread, and fit rules that stack short rows into "
                         "tiles of 128 to 512 bytes")
     args = p.parse_args(argv)
+    TIMING[0] = args.timing
     if args.short_rows:
         global MIN_VALUES_PER_THREAD
         MIN_VALUES_PER_THREAD = SHORT_ROWS_VALUES_PER_THREAD

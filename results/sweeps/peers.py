@@ -1,7 +1,8 @@
 """Cross-chapter peers: each memory-bound reference kernel against torch, torch.compile and Liger-Kernel.
 
     python results/sweeps/peers.py [softmax] [rmsnorm] [gelu] [add_rmsnorm] [--launcher 08=NAME ...]
-        (on a GPU, about 4 minutes on an H200; writes results/peers.json)
+                                   [--timing graphs|steady] [--out results/peers_graphs.json]
+        (on a GPU, about 1-4 minutes on an H200; writes results/peers.json)
 
 The references are the solution notebooks' own launchers, loaded the way results/measure.py loads them:
 softmax (05), rmsnorm (06), gelu (04) and the fused add + RMSNorm of chapter 08, which writes both x + residual
@@ -17,8 +18,12 @@ benchmark-only dependency of results/, never of students: bring it with
 image has) and ``pip install --no-deps liger_kernel-0.8.5-py3-none-any.whl`` there.
 
 At every shape (non-power-of-two widths 1000 and 5120, many short rows, fp32/fp16/bf16) the reference, the
-peers and a copy of the same bytes are timed in turn on the same inputs (triton_course.bench.steady_rounds,
-medians of 7 interleaved rounds). Recorded per shape: GB/s of each (bytes that must move: inputs read once,
+peers and a copy of the same bytes are timed in turn on the same inputs, medians of 7 interleaved rounds: replayed
+from CUDA graphs (graph_timing.graph_rounds, the default: no host in the timed region, one compiled launch within
+0.6% of itself; results/peers_graphs.json), or with triton_course.bench.steady_rounds (``--timing steady``, as
+results/peers.json of 2026-11-24 was timed; it put two timings of one launch up to 20% apart). In a CUDA graph
+clone's cudaMemcpy is a memcpy node, which ran 1 GiB copies at 2,710 GB/s on the H200 against 4,250 for an
+elementwise kernel moving the same bytes: there the same-size copy is the faster of ``x.clone()`` and ``x * 1``. Recorded per shape: GB/s of each (bytes that must move: inputs read once,
 outputs written once), the reference's fraction of the same-size copy (the prediction for a memory-bound
 kernel: its bytes at the copy's rate) and its ratio to the best peer. Flagged: every shape where the reference
 is more than 2% behind the best peer, and every one under 90% of the same-size copy at 64 MiB of traffic or
@@ -46,6 +51,9 @@ import triton  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cells_starting_with, load_namespace  # noqa: E402
 from triton_course.bench import METHOD, copy_bandwidth, gbps, steady_rounds  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
+import graph_timing  # noqa: E402
 
 ROUNDS = 7
 OUT = ROOT / "results" / "peers.json"
@@ -188,7 +196,7 @@ def check(fn, kind, make) -> str | None:
 ARITHMETIC_PROBE = "gelu with one SFU op (hw tanh)"
 
 
-def measure(kind: str, ns: dict, name: str, ref, lt) -> list[dict]:
+def measure(kind: str, ns: dict, name: str, ref, lt, timing: str = "graphs") -> list[dict]:
     rows = []
     for m, n, dtype in SHAPES[kind]:
         element = torch.empty(0, dtype=dtype).element_size()
@@ -202,11 +210,22 @@ def measure(kind: str, ns: dict, name: str, ref, lt) -> list[dict]:
         # a copy of the same bytes: x itself (one read, one write), or x and r into one tensor (add + RMSNorm)
         usable["same-size copy"] = (lambda x, r, w: torch.stack((x, r))) if kind == "add_rmsnorm" else \
             (lambda x, *rest: x.clone())
+        if timing == "graphs" and kind != "add_rmsnorm":
+            # in a CUDA graph clone's cudaMemcpy becomes a memcpy node, which the copy engines may run slower than
+            # the SMs copy: time an elementwise kernel that moves the same bytes too, and take the faster
+            usable["same-size copy (x * 1)"] = lambda x, *rest: torch.mul(x, 1)
         copy_bytes = (4 if kind == "add_rmsnorm" else 2) * m * n * element
-        times = steady_rounds(usable, make, rounds=ROUNDS)
-        rate = {k: round(gbps(nbytes if k != "same-size copy" else copy_bytes, statistics.median(t)), 1)
+        if timing == "graphs":
+            times = graph_timing.graph_rounds(usable, make, rounds=ROUNDS, failed=problems)
+        else:
+            times = steady_rounds(usable, make, rounds=ROUNDS)
+        rate = {k: round(gbps(nbytes if not k.startswith("same-size copy") else copy_bytes, statistics.median(t)), 1)
                 for k, t in times.items()}
-        peer_rates = {k: v for k, v in rate.items() if k not in ("reference", "same-size copy", ARITHMETIC_PROBE)}
+        if "same-size copy (x * 1)" in rate:
+            rate["same-size copy (clone)"] = rate["same-size copy"]
+            rate["same-size copy"] = max(rate.pop("same-size copy (x * 1)"), rate["same-size copy"])
+        peer_rates = {k: v for k, v in rate.items()
+                      if k not in ("reference", ARITHMETIC_PROBE) and not k.startswith("same-size copy")}
         best_peer = max(peer_rates, key=peer_rates.get) if peer_rates else None
         row = {"kernel": kind, "chapter": CHAPTERS[kind], "launcher": name, "rows": m, "width": n,
                "dtype": str(dtype)[6:], "traffic_bytes": nbytes, "gbps": rate, "not_usable": problems,
@@ -239,6 +258,10 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kernels", nargs="*", help=f"any of {', '.join(CHAPTERS)} (default: all)")
     p.add_argument("--launcher", action="append", default=[], help="CHAPTER=NAME, e.g. 08=add_rmsnorm")
+    p.add_argument("--timing", choices=("graphs", "steady"), default="graphs",
+                   help="graphs: calls replayed from CUDA graphs (graph_timing.py), no host in the timed region; "
+                        "steady: triton_course.bench.steady_rounds, as results/peers.json of 2026-11-24 was timed")
+    p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("peers.py needs a CUDA GPU", file=sys.stderr)
@@ -258,20 +281,22 @@ def main(argv: list[str]) -> int:
             exec_cells_starting_with(solution_notebook("04_gelu"), ns, ("@triton.jit\ndef gelu_hw_tanh_kernel",))
         name, ref = reference_launcher(kind, ns, overrides.get(CHAPTERS[kind][:2]))
         launchers[kind] = f"{CHAPTERS[kind]}: {name}"
-        rows += measure(kind, ns, name, ref, lt)
+        rows += measure(kind, ns, name, ref, lt, args.timing)
     flagged = [r for r in rows if r["flags"] and "explained" not in r]
     explained = [r for r in rows if "explained" in r]
-    record = {"chapter": "peers of the memory-bound references", "command": "python results/sweeps/peers.py " +
-              " ".join(argv), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    record = {"chapter": "peers of the memory-bound references",
+              "command": "python results/sweeps/peers.py " + " ".join(argv),
+              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
               "liger_kernel": getattr(lt, "__version__", None) if lt is not None else None,
-              "copy_gbps": round(copy_bandwidth(), 1), "method": METHOD, "rounds": ROUNDS, "launchers": launchers,
+              "copy_gbps": round(copy_bandwidth(), 1),
+              "method": graph_timing.METHOD if args.timing == "graphs" else METHOD, "rounds": ROUNDS, "launchers": launchers,
               "gelu_peers_note": "Liger-Kernel has no GELU module (it fuses GELU only into its GEGLU MLP)",
               "rows": rows, "flagged": [f"{r['kernel']} {r['rows']}x{r['width']} {r['dtype']}: "
                                         f"{'; '.join(r['flags'])}" for r in flagged],
               "explained": [f"{r['kernel']} {r['rows']}x{r['width']} {r['dtype']}: {'; '.join(r['flags'])}: "
                             f"{r['explained']}" for r in explained]}
-    OUT.write_text(json.dumps(record, indent=1) + "\n")
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"\n{len(flagged)} of {len(rows)} shapes flagged:")
     for line in record["flagged"]:
         print("  " + line)
