@@ -120,6 +120,11 @@ def steady_rounds(fns: dict[str, Callable[..., object]], make_inputs: Callable[[
     on a clean L2, divided by the calls. Outputs are kept for as many calls as there are input sets, so
     they rotate through fresh memory too. The first call of each function (compilation, autotuning)
     happens before any timing.
+
+    Resolution: a few percent, not better. On an H200 one compiled RMSNorm launch, called through two
+    launchers of different host cost, timed 4-6% apart, and the same launcher at three places in a round
+    up to 20% apart (results/timing_position.json). Good enough to tell a kernel from PyTorch's; for
+    comparisons at the 2% level, results/sweeps/graph_timing.py replays each function from a CUDA graph.
     """
     require_gpu("Timing a kernel")
     _spin_up()
