@@ -584,3 +584,20 @@ def test_replayed_from_graphs_every_peer_shape_matches_but_softmax_4096_squared_
         rates = small[key]["round1_gbps"]
         launch = small[key]["reference_launch"]
         assert rates[launch] > 1.02 * rates[launch.replace(" hints", "")], key
+
+
+def test_graph_timing_says_it_needs_a_gpu_instead_of_failing_inside_cuda(monkeypatch):
+    """results/sweeps/graph_timing.py on a machine without a GPU stops with one sentence, before it allocates or
+    calls anything (the functions must not run: a sweep would otherwise print a stack from CUDA's internals)."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "results" / "sweeps"))
+    try:
+        import graph_timing
+    finally:
+        sys.path.remove(str(ROOT / "results" / "sweeps"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    calls = []
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        graph_timing.graph_rounds({"f": lambda x: calls.append(x)}, lambda: (torch.zeros(4),))
+    assert calls == []

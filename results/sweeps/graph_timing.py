@@ -31,10 +31,9 @@ from typing import Callable, Sequence
 
 import torch
 
+from triton_course.bench import FLUSH_BYTES, MAX_CALLS, MIN_CALLS, ROUND_MS, tensor_bytes
+
 ROTATE_L2S = 16           # input sets: at least this many L2 sizes in all (steady_rounds: 4)
-ROUND_MS = 2.0            # GPU time a round aims at
-MIN_CALLS, MAX_CALLS = 8, 256
-FLUSH_BYTES = 256 * 2**20
 OUTPUT_BUDGET = 4 * 2**30  # bytes of outputs a function's graph may keep (fewer calls for large outputs)
 MEMORY_SHARE = 0.5         # and all graphs alive at once at most this share of the GPU's free memory
 
@@ -42,14 +41,6 @@ METHOD = ("graph_timing.graph_rounds: each function's calls captured once in a C
           "through 16x the L2, every output kept; the graphs replayed in a random order each round with no host in "
           "the timed region, the first round not counted; median of rounds. Bytes that must move: each input read "
           "once, each output written once")
-
-
-def _bytes(obj: object) -> int:
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, (tuple, list)):
-        return sum(_bytes(o) for o in obj)
-    return 0
 
 
 def _capture(fn: Callable[..., object], sets: list, calls: int) -> tuple[torch.cuda.CUDAGraph, list]:
@@ -83,13 +74,13 @@ def graph_rounds(fns: dict[str, Callable[..., object]], make_inputs: Callable[[]
     out_bytes = 0
     for name, fn in fns.items():        # compile, autotune and warm up outside any capture
         try:
-            out_bytes = max(out_bytes, _bytes(fn(*first)))
+            out_bytes = max(out_bytes, tensor_bytes(fn(*first)))
             usable[name] = fn
         except Exception as e:  # noqa: BLE001 - reported, not fatal to the other functions
             if failed is not None:
                 failed[name] = f"{type(e).__name__}: {str(e)[:200]}"
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    per_set = _bytes(first) + out_bytes
+    per_set = tensor_bytes(first) + out_bytes
     n_sets = min(128, max(2, math.ceil(ROTATE_L2S * l2 / max(per_set, 1))))
     sets = [first] + [tuple(make_inputs()) for _ in range(n_sets - 1)]
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
