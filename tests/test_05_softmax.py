@@ -473,30 +473,35 @@ def _solution_config():
 
 
 def test_launch_rule_picks_what_the_sweeps_measured_fastest():
-    """At every shape of both recorded sweeps (4096 float32 rows of 512 to 16384; the shapes where a peer led) the
-    reference's rule picks a launch the sweep timed, within 3% of the fastest (a first-round spread), and within
-    2% of the best of torch, torch.compile and Liger wherever any launch reached that."""
+    """At every shape of the recorded sweeps (4096 float32 rows of 512 to 16384; the shapes where a peer led; the
+    graph-timed ones, which replace the others where they overlap) the reference's rule picks a launch the sweep
+    timed, within 3% of the fastest (a first-round spread) and within 1% at 12 of the 16 shapes, and within 2% of the
+    best of torch, torch.compile and Liger wherever any launch reached that."""
     from triton_course.softmax import rule_against_sweeps
 
     picks = rule_against_sweeps(_solution_config())
     if not picks:
         pytest.skip("results/05_softmax_*sweep.json not in this copy")
-    assert len(picks) == 15
+    assert len(picks) == 16   # 15 shapes of the back-to-back sweeps, 8192 x 1024 float16 of the graph-timed ones
+    graphed = {p.shape for p in picks if p.source.endswith("_graphs.json")}
+    assert {"4096x4096 float16", "4096x4096 bfloat16", "4096x2048 float32", "16384x1000 float16"} <= graphed
     for p in picks:
         assert p.gbps is not None, f"{p.shape}: the rule's launch {p.launch} was not timed"
         assert p.of_fastest >= 0.97, (p.shape, p.launch, p.gbps, p.fastest)
         if p.peer_reachable:
             assert p.of_best_peer >= 0.98, (p.shape, p.launch, p.gbps, p.best_peer)
-    fastest = [p for p in picks if p.launch == p.fastest[0]]
-    assert len(fastest) >= 10, [p.shape for p in picks if p not in fastest]
+    near = [p for p in picks if p.of_fastest >= 0.99]   # ties, at the graph-timed sweeps' resolution
+    assert len(near) >= 12, [p.shape for p in picks if p not in near]
 
 
 def test_launch_rule_reads_the_row_and_the_input():
     """Short rows are stacked into 2 KB programs of 4 warps; longer rows get a warp per 4 KB (2 KB when N is not a
-    multiple of 16, so loads are one element wide); inputs up to 32 MiB get cache hints; never more rows than M."""
+    multiple of 16, so loads are one element wide); inputs up to 16 MiB get cache hints; never more rows than M."""
     config = _solution_config()
     assert config(262144, 64, 4) == (64, 8, 4, False)
-    assert config(65536, 256, 2) == (256, 4, 4, True)
+    assert config(65536, 256, 2) == (256, 4, 4, False)   # 32 MiB: no hints (results/05_softmax_small_graphs.json)
+    assert config(4096, 4096, 2) == (4096, 1, 2, False)
+    assert config(4096, 1024, 4) == (1024, 2, 2, True)     # 16 MiB: hints
     assert config(32768, 1000, 4) == (1024, 1, 2, False)       # 1000: one-element loads, twice the warps
     assert config(32768, 1024, 4) == (1024, 1, 1, False)
     assert config(8192, 5120, 2) == (8192, 1, 4, False)

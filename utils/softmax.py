@@ -317,33 +317,39 @@ def _launch_figures(shape: dict) -> dict[tuple[int, int, bool], float]:
     return figures
 
 
+#: Sweeps timed from CUDA graphs (results/sweeps/graph_timing.py: one launch within 0.6% of itself, where the
+#: back-to-back sweeps put it up to 6% apart); at a shape they measured, they replace the back-to-back figures.
+GRAPH_SWEEPS = ("05_softmax_small_graphs.json", "05_softmax_gaps_graphs.json")
+
+
 def rule_against_sweeps(config: Callable[[int, int, int], tuple[int, int, int, bool]]) -> list[RulePick]:
     """``config(n_rows, n_cols, element_size) -> (BLOCK_N, ROWS, num_warps, STREAM)`` at every shape of
-    results/05_softmax_launch_sweep.json (float32, 4096 rows) and results/05_softmax_gaps_sweep.json; empty when
-    neither file is in this copy."""
-    picks = []
+    results/05_softmax_launch_sweep.json (float32, 4096 rows), results/05_softmax_gaps_sweep.json and the sweeps of
+    :data:`GRAPH_SWEEPS` (which replace the others at the shapes they timed); empty when none is in this copy."""
+    picks: dict[str, RulePick] = {}
     launch = RESULTS / "05_softmax_launch_sweep.json"
     if launch.exists():
         data = json.loads(launch.read_text())
         for width, shape in data["widths"].items():
             figures = _launch_figures(shape)
             _, rows, warps, stream = config(data["rows"], int(width), 4)
-            picks.append(RulePick(f"{data['rows']}x{width} float32", (rows, warps, stream),
-                                  figures.get((rows, warps, stream)), max(figures.items(), key=lambda kv: kv[1]),
-                                  None, launch.name))
-    gaps = RESULTS / "05_softmax_gaps_sweep.json"
-    if gaps.exists():
-        data = json.loads(gaps.read_text())
-        for key, shape in data["shapes"].items():
+            key = f"{data['rows']}x{width} float32"
+            picks[key] = RulePick(key, (rows, warps, stream), figures.get((rows, warps, stream)),
+                                  max(figures.items(), key=lambda kv: kv[1]), None, launch.name)
+    for name in ("05_softmax_gaps_sweep.json", *GRAPH_SWEEPS):
+        path = RESULTS / name
+        if not path.exists():
+            continue
+        for key, shape in json.loads(path.read_text())["shapes"].items():
             m, n, dtype = re.fullmatch(r"(\d+)x(\d+) (\w+)", key).groups()
             element = 4 if dtype == "float32" else 2
             figures = _launch_figures(shape)
             _, rows, warps, stream = config(int(m), int(n), element)
             peers = {k: v for k, v in shape["round2_median_gbps"].items() if k in PEERS}
-            picks.append(RulePick(key, (rows, warps, stream), figures.get((rows, warps, stream)),
+            picks[key] = RulePick(key, (rows, warps, stream), figures.get((rows, warps, stream)),
                                   max(figures.items(), key=lambda kv: kv[1]),
-                                  max(peers.items(), key=lambda kv: kv[1]) if peers else None, gaps.name))
-    return picks
+                                  max(peers.items(), key=lambda kv: kv[1]) if peers else None, path.name)
+    return list(picks.values())
 
 
 def describe_launch(launch: tuple[int, int, bool]) -> str:
