@@ -23,9 +23,10 @@ from CUDA graphs (graph_timing.graph_rounds, the default: no host in the timed r
 0.6% of itself; results/peers_graphs.json), or with triton_course.bench.steady_rounds (``--timing steady``, as
 results/peers.json of 2026-11-24 was timed; it put two timings of one launch up to 20% apart). In a CUDA graph
 clone's cudaMemcpy is a memcpy node, which ran 1 GiB copies at 2,710 GB/s on the H200 against 4,250 for an
-elementwise kernel moving the same bytes: there the same-size copy is the faster of ``x.clone()`` and ``x * 1``. Recorded per shape: GB/s of each (bytes that must move: inputs read once,
-outputs written once), the reference's fraction of the same-size copy (the prediction for a memory-bound
-kernel: its bytes at the copy's rate) and its ratio to the best peer. Flagged: every shape where the reference
+elementwise kernel moving the same bytes: there the same-size copy is the faster of ``x.clone()`` and ``x * 1``.
+Recorded per shape: GB/s of each (bytes that must move: inputs read once, outputs written once), the reference's
+fraction of the same-size copy (the prediction for a memory-bound kernel: its bytes at the copy's rate) and its
+ratio to the best peer. Flagged: every shape where the reference
 is more than 2% behind the best peer, and every one under 90% of the same-size copy at 64 MiB of traffic or
 more. Beside GELU it also times chapter 04's ``gelu_hw_tanh`` (the same formula with one special-function
 operation per element instead of two; not a peer, and too coarse to be checked): a GELU shape whose only flag is
