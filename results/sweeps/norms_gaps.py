@@ -73,10 +73,10 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
+from grader.notebook_code import exec_cell  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 import graph_timing  # noqa: E402
-from grader.notebook_code import exec_cell  # noqa: E402
 
 OUT = ROOT / "results" / "norms_gaps_sweep.json"
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -104,7 +104,6 @@ SHORT_ROWS_VALUES_PER_THREAD, SHORT_ROWS_TILE_BYTES = 0.5, (128, 256, 512)
 #: The rule's constants searched (names as in the notebooks), and the value each notebook may not change.
 RULE_GRID = {"TILE_BYTES": (1024, 2048, 4096, 8192), "BYTES_PER_THREAD": (16, 32, 64, 128, 256),
              "MIN_WARPS": (1, 2, 4), "STREAM_ROW_BYTES": (0, 1024, 2048, 4096, 1 << 30)}
-TIMING = ["steady"]   # how Shape.time times: "steady" (steady_rounds) or "graphs" (graph_timing.graph_rounds)
 BODIES = ("early", "late")   # the notebook's kernel (weight loaded with the rows) or the w-late copy
 #: The shapes the dry run rehearses the report on.
 REHEARSAL = ["rmsnorm 262144x64 float16", "rmsnorm 32768x1000 float16", "add_rmsnorm 32768x1000 float16"]
@@ -436,8 +435,11 @@ def precompile(jobs: list[tuple]) -> dict:
 class Shape:
     """One shape's inputs, functions and results across the two rounds."""
 
-    def __init__(self, kind: str, m: int, n: int, dtype: torch.dtype, ns: dict, peers, lt, simulate: bool = False):
+    def __init__(self, kind: str, m: int, n: int, dtype: torch.dtype, ns: dict, peers, lt, simulate: bool = False,
+                 timing: str = "steady"):
+        """``timing``: "steady" (steady_rounds) or "graphs" (graph_timing.graph_rounds)."""
         self.kind, self.m, self.n, self.dtype, self.ns, self.simulate = kind, m, n, dtype, ns, simulate
+        self.timing = timing
         self.key = shape_key(kind, m, n, dtype)
         self.element = torch.empty(0, dtype=dtype).element_size()
         self.nbytes = peers.traffic(kind, m, n, self.element)
@@ -477,7 +479,7 @@ class Shape:
             return {k: [self.nbytes / 1e6 / (3000 + 1000 * rng.random()) for _ in range(rounds)]
                     for k in names if k in self.fns}
         chosen = {k: self.fns[k] for k in names if k in self.fns}
-        if TIMING[0] == "graphs":
+        if self.timing == "graphs":
             return graph_timing.graph_rounds(chosen, self.make, rounds=rounds)
         return steady_rounds(chosen, self.make, rounds=rounds)
 
@@ -570,7 +572,7 @@ def run_sweep(args, simulate: bool = False) -> int:
               "device": torch.cuda.get_device_name(0) if not simulate else "none (simulated)",
               "torch": torch.__version__, "triton": triton.__version__,
               "liger_kernel": _version("liger-kernel"),
-              "method": graph_timing.METHOD if TIMING[0] == "graphs" else METHOD,
+              "method": graph_timing.METHOD if getattr(args, "timing", "steady") == "graphs" else METHOD,
               "rounds": {"round1": FIRST_ROUNDS, "round2": FINAL_ROUNDS},
               "rule_grid": {**RULE_GRID, "body": BODIES, "w-late only with": LATE_GRID},
               "notebook_constants": {k: notebook_constants(ns) for k, ns in namespaces.items()}, "shapes": []}
@@ -591,7 +593,7 @@ def run_sweep(args, simulate: bool = False) -> int:
             skipped.append(shape_key(kind, m, n, dtype))
             continue
         t_shape = time.perf_counter()
-        s = Shape(kind, m, n, dtype, namespaces[kind], peers, lt, simulate)
+        s = Shape(kind, m, n, dtype, namespaces[kind], peers, lt, simulate, getattr(args, "timing", "steady"))
         s.check()
         times = s.time(list(s.fns), FIRST_ROUNDS)
         s.round1 = {k: s.rate(k, statistics.median(v)) for k, v in times.items()}
@@ -829,7 +831,6 @@ def main(argv: list[str] | None = None) -> int:
                    help="also time launches with under 4 values a thread, and fit rules that stack short rows into "
                         "tiles of 128 to 512 bytes")
     args = p.parse_args(argv)
-    TIMING[0] = args.timing
     if args.short_rows:
         global MIN_VALUES_PER_THREAD
         MIN_VALUES_PER_THREAD = SHORT_ROWS_VALUES_PER_THREAD
