@@ -241,10 +241,11 @@ class CourseExecute(Execute):
         if outcome.stdout:
             outs.append(NotebookNode(output_type="stream", name="stdout", text=outcome.stdout))
         if outcome.crashed is not None:
-            text = (f"The Python process running this notebook crashed during the grader's call "
-                    f"{outcome.crashed}. Most likely a Triton kernel stored outside its output (an "
-                    "out-of-bounds tl.store without a mask), or the code exited. The grader started a new "
-                    "kernel and went on with the next test.")
+            text = self._why_killed() or (
+                f"The Python process running this notebook crashed during the grader's call "
+                f"{outcome.crashed}. Most likely a Triton kernel stored outside its output (an "
+                "out-of-bounds tl.store without a mask), or the code exited. The grader started a new "
+                "kernel and went on with the next test.")
             outs.append(NotebookNode(output_type="error", ename="KernelDied", evalue=text,
                                      traceback=[f"KernelDied: {text}"]))
         elif outcome.timeout is not None:
@@ -260,6 +261,15 @@ class CourseExecute(Execute):
         cell.outputs = outs
         if outcome.crashed is not None:
             raise KernelRestart(index)
+
+    def _why_killed(self) -> str | None:
+        """The GPU lock's note, when it was the grader that killed the notebook's process (it kept the GPU
+        busy while paused for a timing, :mod:`grader.gpu_lock`)."""
+        from grader.gpu_lock import kill_note
+
+        notes = [kill_note(box.staging) for box in (getattr(self, "_sandbox", None), getattr(self, "_relaunch_box", None))
+                 if box is not None]
+        return next((n for n in notes if n), None)
 
     def preprocess(self, nb, resources=None, km=None):
         from grader.judge import JudgeSession, Seed
@@ -340,8 +350,9 @@ class CourseExecute(Execute):
                 except (DeadKernelError, KernelRestart) as exc:
                     cell = self.nb.cells[index]
                     if isinstance(exc, DeadKernelError):
-                        cell.outputs.append(NotebookNode(output_type="error", ename="KernelDied", evalue=KERNEL_DIED,
-                                                         traceback=[f"KernelDied: {KERNEL_DIED}"]))
+                        why = self._why_killed() or KERNEL_DIED
+                        cell.outputs.append(NotebookNode(output_type="error", ename="KernelDied", evalue=why,
+                                                         traceback=[f"KernelDied: {why}"]))
                     crashed.append(index)
                     self.log.warning("kernel died in cell %d; restarting", index)
                     self.km = None

@@ -164,6 +164,30 @@ def freeze(member: dict, judge: bool = True) -> dict | None:
     return handle if handle["pids"] or handle["mode"] != "none" else None
 
 
+def sandbox_pids(member: dict) -> set[int]:
+    """Every process of a registered submission's sandbox (not its judge): its cgroup's, else the tree below
+    its first process."""
+    for key in ("cgroup2", "cgroup1"):
+        folder = member.get(key)
+        if folder and _procs(Path(folder)):
+            return set(_procs(Path(folder)))
+    root = _root_pid(member)
+    return set(_descendants(root)) if root is not None else set()
+
+
+def kill(pids: set[int]) -> list[int]:
+    """SIGKILL each of ``pids`` (a frozen or stopped process dies too, once thawed under cgroup v1); those
+    signalled."""
+    killed = []
+    for pid in sorted(pids):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return killed
+
+
 def thaw(handle: dict) -> None:
     """Undo :func:`freeze`: the sandbox first, then the judge."""
     if handle.get("mode") in ("cgroup2", "cgroup1"):

@@ -26,6 +26,14 @@ the library's product of a TFLOP/s check), the submission's *own* sandboxes are 
 (``exclusive(quiet=...)``), and the GPU drained first: otherwise a thread of the student's kernel, or work it
 queued, could share the GPU with the judge's yardstick and lower the target the student's kernel is held to.
 
+Frozen processes queue nothing new, but what they queued runs on; a hold waits :data:`DRAIN_TIMEOUT_S` for it.
+Honest work drains in milliseconds. A submission whose queued kernels still run then (a background thread
+that queued minutes of work, a kernel that never ends) is stopped: NVML's per-process accounting names the
+processes that ran kernels in the last seconds, and those of the frozen sandboxes are killed (their notebook's
+kernel restarts, the cell in flight fails and says why, :func:`kill_note`), so that one submission cannot
+slow the timed loops of the others, nor its own yardstick. Where NVML cannot name processes, the hold goes on
+after the wait and the log says so.
+
 Without ``COURSE_GPU_LOCK_DIR`` nothing waits and no other submission is frozen (one submission per GPU); the
 submission's own sandboxes are still quieted while the judge times its yardstick.
 """
@@ -45,8 +53,14 @@ from pathlib import Path
 
 LOCK_DIR_ENV = "COURSE_GPU_LOCK_DIR"
 #: The longest wait for the GPU to drain after the other submissions were frozen (their queued kernels run
-#: to the end); past it the timer goes on and says so in the log (a kernel running for a minute on end).
+#: to the end); past it, the frozen processes that NVML names as still running kernels are killed.
 DRAIN_TIMEOUT_S = 60.0
+#: The wait, after the processes keeping the GPU busy were killed, for their contexts to go.
+KILLED_DRAIN_S = 10.0
+#: How far back NVML's per-process samples are read when naming the processes that keep the GPU busy.
+BUSY_WINDOW_S = 2.0
+#: Written beside a sandbox's pid file when its processes were killed for keeping the GPU busy.
+KILL_NOTE = "gpu-killed.txt"
 #: How long the GPU must read idle before the judge times its own yardstick with the submission frozen: longer
 #: than NVML's sample period on current GPUs (1/6 s), so that work launched the moment before is seen.
 QUIET_SETTLE_S = 0.25
@@ -172,16 +186,20 @@ class GpuLock:
             handles = self._freeze(list(members), judge=False)
             drained = drain(self.gpu, timeout_s=DRAIN_TIMEOUT_S, settle_s=QUIET_SETTLE_S) if handles else 0.0
             busy = drained is not None and drained >= DRAIN_TIMEOUT_S * 1e3
-            self.history.append({"quieted": [f"{h['name']}:{h['mode']}" for h in handles],
-                                 "drain_ms": None if drained is None else round(drained, 1), "busy": busy})
+            entry = {"quieted": [f"{h['name']}:{h['mode']}" for h in handles],
+                     "drain_ms": None if drained is None else round(drained, 1), "busy": busy}
+            self.history.append(entry)
             if busy:   # what it times would share the GPU with this submission's own queued work
                 from triton_course.checks import CheckFailed
 
+                entry["killed"] = self._stop_hogs(list(members), handles)
+                stopped = (" Its processes that kept the GPU busy were stopped; the notebook's kernel restarts."
+                           if entry["killed"] else "")
                 raise CheckFailed(f"GPU {self.gpu} was still running this submission's own queued work "
                                   f"{DRAIN_TIMEOUT_S:.0f} s after its sandboxes were frozen, so the judge could not "
                                   "time its yardstick (a same-size copy, PyTorch's product) on an idle GPU: no "
                                   "speed verdict. A notebook that leaves long GPU work queued or running (a "
-                                  "background thread, a kernel that does not end) cannot be timed.")
+                                  "background thread, a kernel that does not end) cannot be timed." + stopped)
             yield
         finally:
             _thaw_all(handles)
@@ -217,7 +235,12 @@ class GpuLock:
                 if self._frozen:
                     own = self._freeze(mine, judge=False)  # its own queued work must drain too ...
                     try:
-                        entry["drain_ms"] = drain(self.gpu)
+                        entry["drain_ms"] = drain(self.gpu, timeout_s=DRAIN_TIMEOUT_S)
+                        if entry["drain_ms"] is not None and entry["drain_ms"] >= DRAIN_TIMEOUT_S * 1e3:
+                            # someone's queued work outlasted the wait: stop whoever runs it, then time
+                            entry["killed"] = self._stop_hogs(others + mine, self._frozen + own)
+                            if entry["killed"]:
+                                entry["drain_ms"] += drain(self.gpu, timeout_s=KILLED_DRAIN_S)
                     finally:
                         _thaw_all(own)                     # ... but it runs the timed loop
                     drained = ("not checked (no NVML)" if entry["drain_ms"] is None
@@ -239,6 +262,46 @@ class GpuLock:
             os.close(gate)
             if watchdog is not None:  # it takes the lock once this hold is over, finds nothing, and exits
                 _reap_later(watchdog)
+
+    def _stop_hogs(self, members: list[dict], handles: list[dict]) -> list[str]:
+        """After a drain ran out of time with ``members`` frozen: kill the processes of their sandboxes that
+        NVML saw running kernels in the last :data:`BUSY_WINDOW_S` s, leave a note beside each such sandbox
+        (:func:`kill_note`), and return the sandboxes' names. Nothing is killed where NVML cannot name them."""
+        from grader.freezer import kill, sandbox_pids, thaw
+
+        busy = busy_pids(self.gpu)
+        stopped: list[str] = []
+        for member in members if busy else []:
+            hogs = sandbox_pids(member) & busy  # type: ignore[operator]
+            if not hogs:
+                continue
+            name = str(member.get("name", "?"))
+            kill(hogs)
+            for handle in handles:   # under cgroup v1 a frozen process dies only once thawed
+                if handle.get("name") == name and handle.get("mode") == "cgroup1":
+                    thaw(handle)
+            note = (f"GPU {self.gpu} was still running kernels of this notebook's Python process "
+                    f"{DRAIN_TIMEOUT_S:.0f} s after it was paused while the grader timed on that GPU: work it had queued "
+                    "(a background thread? a kernel that never ends?) kept the GPU from going idle. The grader "
+                    "stopped that process so that the GPU could be timed; this cell did not finish.")
+            with contextlib.suppress(KeyError, OSError):
+                Path(member["pidfile"]).with_name(KILL_NOTE).write_text(note)
+            print(f"course-gpu-lock: GPU {self.gpu}: killed {sorted(hogs)} of {name}: still running kernels "
+                  f"{DRAIN_TIMEOUT_S:.0f} s after it was frozen", file=sys.stderr, flush=True)
+            stopped.append(name)
+        return stopped
+
+
+def kill_note(staging: Path) -> str | None:
+    """Why the GPU lock killed the processes of the sandbox staged in ``staging``, if it did (the note is
+    removed once read)."""
+    path = staging / KILL_NOTE
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    path.unlink(missing_ok=True)
+    return text
 
 
 def thaw_stale(marker: Path) -> None:
@@ -337,6 +400,35 @@ def utilization(gpu: str) -> int | None:
     return int(util.gpu)
 
 
+NVML_INSUFFICIENT_SIZE, NVML_NOT_FOUND = 7, 6
+
+
+class _ProcessSample(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("timeStamp", ctypes.c_ulonglong), ("smUtil", ctypes.c_uint),
+                ("memUtil", ctypes.c_uint), ("encUtil", ctypes.c_uint), ("decUtil", ctypes.c_uint)]
+
+
+def busy_pids(gpu: str, window_s: float = BUSY_WINDOW_S) -> set[int] | None:
+    """PIDs (as this process sees them: on the H200, also those inside a sandbox's PID namespace) that NVML
+    gave SM time on this GPU in its samples of the last ``window_s`` s; None when NVML cannot say."""
+    handle = _device(gpu)
+    if handle is None:
+        return None
+    lib = _nvml()
+    since = ctypes.c_ulonglong(int((time.time() - window_s) * 1e6))   # NVML stamps samples in µs of the epoch
+    count = ctypes.c_uint(0)
+    rc = lib.nvmlDeviceGetProcessUtilization(handle, None, ctypes.byref(count), since)  # type: ignore[union-attr]
+    if rc == NVML_NOT_FOUND or (rc == 0 and count.value == 0):   # no samples: no process ran a kernel
+        return set()
+    if rc != NVML_INSUFFICIENT_SIZE:   # not supported here, no permission...
+        return None
+    samples = (_ProcessSample * (count.value + 16))()   # room for processes that appear meanwhile
+    count = ctypes.c_uint(len(samples))
+    if lib.nvmlDeviceGetProcessUtilization(handle, samples, ctypes.byref(count), since) != 0:  # type: ignore[union-attr]
+        return None
+    return {int(s.pid) for s in samples[:count.value] if s.smUtil > 0}
+
+
 def drain(gpu: str, timeout_s: float = DRAIN_TIMEOUT_S, settle_s: float = 0.0) -> float | None:
     """Wait until no kernel has run on the GPU for one NVML sample period (and, with ``settle_s``, until every
     reading for that long says so); milliseconds waited, or None when NVML cannot tell (no GPU, no driver
@@ -359,8 +451,8 @@ def drain(gpu: str, timeout_s: float = DRAIN_TIMEOUT_S, settle_s: float = 0.0) -
             idle_since = None
         time.sleep(0.01)
     else:
-        print(f"course-gpu-lock: GPU {gpu} still busy after {timeout_s:.0f} s with the other submissions frozen; "
-              "timing anyway", file=sys.stderr, flush=True)
+        print(f"course-gpu-lock: GPU {gpu} still busy after {timeout_s:.0f} s with the submissions frozen",
+              file=sys.stderr, flush=True)
     return (time.perf_counter() - t0) * 1e3
 
 

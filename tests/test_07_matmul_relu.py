@@ -1033,7 +1033,9 @@ def test_the_cheat_that_spins_the_gpu_until_it_is_timed_is_otherwise_correct(mon
     kernels until the judge's first timing request, to slow the PyTorch product the judge times as the target.
     Correct, so it keeps its correctness points; its hook is in place (on a GPU the thread would spin). The
     judge's defence is tested in tests/test_gpu_lock.py (it refuses to time beside a GPU that does not read
-    idle); its H200 grading is still to be recorded (results/gpu_trusted_grading_07_quiet.json says why)."""
+    idle, and kills the process still running kernels) and measured on the H200 with the grader's sandboxes
+    (results/gpu_hog_stopped.json); graded end to end there it outlasts one device call
+    (results/gpu_trusted_grading_07_quiet.json says why)."""
     import triton_course.timing_harness as harness
     from tests.safety.transforms import SAFETY_ANSWERS
 

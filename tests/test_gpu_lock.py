@@ -291,3 +291,126 @@ def test_the_judge_times_its_yardstick_only_on_a_gpu_that_reads_idle(tmp_path, m
         assert sandbox.advancing() == [True, True]
     finally:
         sandbox.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# A submission whose queued GPU work outlasts the drain is stopped, not timed beside
+# ---------------------------------------------------------------------------------------------------
+
+def _main_python(member: dict) -> set[int]:
+    """The sandbox's first Python process (the notebook's kernel, the one NVML would name on a GPU)."""
+    from grader.freezer import sandbox_pids
+
+    pythons = {p for p in sandbox_pids(member)
+               if Path(f"/proc/{p}/comm").read_text().startswith("python")
+               and Path(f"/proc/{p}/cmdline").read_bytes().count(b"threading")}
+    return pythons
+
+
+def _alive(pids: set[int]) -> set[int]:
+    out = set()
+    for p in pids:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                out.add(p)
+    return out
+
+
+def _fake_nvml(setattr, gl, hogs: set[int]) -> None:
+    """NVML stands in (no GPU here): the GPU reads busy, and names ``hogs`` as running kernels, while any of
+    them is alive -- as a process's queued kernels end with its context."""
+    setattr(gl, "utilization", lambda gpu: 37 if _alive(hogs) else 0)
+    setattr(gl, "busy_pids", lambda gpu, window_s=0: _alive(hogs))
+    setattr(gl, "DRAIN_TIMEOUT_S", 1.0)
+
+
+def _time_beside_a_hog(folder: str, hogs: list[int], log: str) -> None:
+    import grader.gpu_lock as gl
+
+    _fake_nvml(setattr, gl, set(hogs))
+    lock = GpuLock(Path(folder))
+    with lock.exclusive():
+        reading = gl.utilization("0")
+    Path(log).write_text(json.dumps({"reading_when_timed": reading, **lock.history[-1]}))
+
+
+def test_a_submission_whose_queued_work_never_drains_is_killed_and_the_others_are_timed_on_an_idle_gpu(tmp_path):
+    """Two other submissions are frozen for a timed loop; one of them (its kernel process) still keeps the GPU
+    busy after the drain limit, as a background thread that queued minutes of kernels would. Only that
+    process is killed -- the one NVML names -- and the loop is timed once the GPU reads idle; the innocent
+    submission is thawed untouched, and the killed one's grader finds a note saying why its cell died."""
+    from grader.gpu_lock import KILL_NOTE, kill_note
+    from tests.test_sandbox import CountingSandbox
+
+    locks = tmp_path / "locks"
+    (tmp_path / "hog").mkdir()
+    (tmp_path / "innocent").mkdir()
+    hog, innocent = CountingSandbox(tmp_path / "hog", slot=7), CountingSandbox(tmp_path / "innocent", slot=8)
+    registered = [GpuLock(locks).register(s.box.name, s.box.member(judge=False)) for s in (hog, innocent)]
+    try:
+        hogs = _main_python(hog.box.member(judge=False))
+        assert len(hogs) == 1, hogs
+        log = tmp_path / "timer.log"
+        timer = CTX.Process(target=_time_beside_a_hog, args=(str(locks), sorted(hogs), str(log)))
+        timer.start()
+        timer.join(60)
+        assert timer.exitcode == 0
+        seen = json.loads(log.read_text())
+        assert seen["killed"] == [hog.box.name], seen
+        assert seen["reading_when_timed"] == 0, "the loop was timed while the hog's work still ran"
+        assert seen["drain_ms"] >= 1000, seen
+        assert not _alive(hogs), "the hog's process survived"
+        assert innocent.advancing() == [True, True], "the innocent submission was not thawed, or was harmed"
+        assert hog.advancing()[0] is False, "the named process (the kernel's) still runs"
+        note = kill_note(hog.box.staging)
+        assert note and "kept the GPU from going idle" in note and "did not finish" in note
+        assert not (hog.box.staging / KILL_NOTE).exists() and kill_note(innocent.box.staging) is None
+    finally:
+        for path in registered:
+            GpuLock.unregister(path)
+        hog.close()
+        innocent.close()
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["nvml-names-it", "nvml-cannot-say"])
+def test_the_judges_own_submission_that_never_drains_gets_no_speed_verdict_and_is_stopped(tmp_path, monkeypatch,
+                                                                                            named):
+    """Its own yardstick: the submission's queued work outlasts the drain, so there is no speed verdict (as
+    before); where NVML names the process, it is killed too, so that its queue stops slowing everyone."""
+    import grader.gpu_lock as gl
+    from tests.test_sandbox import CountingSandbox
+    from triton_course.checks import CheckFailed
+
+    sandbox = CountingSandbox(tmp_path)
+    hogs = _main_python(sandbox.box.member(judge=False))
+    _fake_nvml(monkeypatch.setattr, gl, hogs)
+    if not named:
+        monkeypatch.setattr(gl, "busy_pids", lambda gpu, window_s=0: None)
+    try:
+        with pytest.raises(CheckFailed, match="could not time its yardstick") as err:
+            with GpuLock(None).exclusive(quiet=[sandbox.box.member(judge=False)]):
+                pass
+        assert ("were stopped" in str(err.value)) == named
+        assert sandbox.advancing()[0] is not named, "the named process was killed, and only where NVML named it"
+        assert bool(_alive(hogs)) is not named
+    finally:
+        sandbox.close()
+
+
+def test_the_killed_submissions_cell_says_the_grader_stopped_it_and_why(tmp_path):
+    """The note the hold leaves beside a killed sandbox becomes the KernelDied message of the cell in flight (read
+    once), instead of the generic 'a kernel stored out of bounds'; without a note the generic message stands."""
+    import types
+
+    from grader.execute import CourseExecute
+    from grader.gpu_lock import KILL_NOTE
+
+    kernel, relaunch = tmp_path / "box", tmp_path / "box-relaunch"
+    kernel.mkdir()
+    relaunch.mkdir()
+    ex = CourseExecute.__new__(CourseExecute)
+    ex._sandbox, ex._relaunch_box = types.SimpleNamespace(staging=kernel), types.SimpleNamespace(staging=relaunch)
+    assert ex._why_killed() is None
+    (relaunch / KILL_NOTE).write_text("GPU 0 was still running kernels of this notebook's Python process ...")
+    assert ex._why_killed().startswith("GPU 0 was still running kernels")
+    assert ex._why_killed() is None, "a note explains one death, not every later one"

@@ -557,22 +557,33 @@ def test_one_launch_times_alike_only_when_replayed_from_cuda_graphs():
     assert min(by_mode["recaptured, random order"]) > 0.04
 
 
-def test_replayed_from_graphs_every_peer_shape_matches_but_softmax_4096_squared_bfloat16():
-    """results/peers_graphs.json (peers.py --timing graphs): within 2% of the best peer at every shape but softmax
-    4096 x 4096 bfloat16 (cache hints: the same launch without them leads Liger, results/05_softmax_gaps_graphs.json),
-    RMSNorm 4096 x 4096 float16 among the matches; GELU's shapes under 90% of a copy are arithmetic-bound."""
+def test_replayed_from_graphs_every_peer_shape_matches_but_rmsnorm_262144x64_float16_beside_one_torch_compile():
+    """results/peers_graphs.json (peers.py --timing graphs), re-run with softmax's cache hints limited to 16 MiB
+    (STREAM_INPUT_BYTES): within 2% of the best peer at every shape, softmax 4096 x 4096 included, but RMSNorm
+    262144 x 64 float16, 2.2% behind torch.compile. That shape's graph-timed sweep
+    (results/norms_gaps_short_rows_graphs.json) put the same reference 1% ahead of the best peer: torch.compile
+    compiles a different kernel in each process there (3,803 GB/s in one, 3,121 in the other), so the gap is to
+    its best draw. GELU's shapes under 90% of a copy are arithmetic-bound."""
     r = _result("peers_graphs")
     assert r["command"] == "python results/sweeps/peers.py --timing graphs --out results/peers_graphs.json"
     assert r["method"].startswith("graph_timing.graph_rounds") and len(r["rows"]) == 30
-    assert r["flagged"] == ["softmax 4096x4096 bfloat16: more than 2% behind the best peer"]
+    assert r["flagged"] == ["rmsnorm 262144x64 float16: more than 2% behind the best peer"]
     rows = {(row["kernel"], row["rows"], row["width"], row["dtype"]): row for row in r["rows"]}
-    assert rows[("rmsnorm", 4096, 4096, "float16")]["ratio_to_best_peer"] >= 0.99
-    assert all(row["ratio_to_best_peer"] >= 0.98 for key, row in rows.items() if key[0] in ("rmsnorm", "add_rmsnorm"))
+    assert all(row["ratio_to_best_peer"] >= 0.98 for key, row in rows.items()
+               if key != ("rmsnorm", 262144, 64, "float16"))
+    assert all(row["ratio_to_best_peer"] >= 1.0 for key, row in rows.items() if key[0] == "softmax")
+    flagged = rows[("rmsnorm", 262144, 64, "float16")]
+    assert flagged["best_peer"] == "torch.compile" and flagged["ratio_to_best_peer"] >= 0.975
+    sweep = next(s for s in _result("norms_gaps_short_rows_graphs")["shapes"]
+                 if (s["rows"], s["width"], s["dtype"]) == (262144, 64, "float16"))
+    assert sweep["reference_ratio_to_best_peer"] >= 1.0
+    assert sweep["round2_median_gbps"]["torch.compile"] < 0.85 * flagged["gbps"]["torch.compile"]
+    assert abs(sweep["round2_median_gbps"]["reference"] / flagged["gbps"]["reference"] - 1) < 0.02
     assert all("arithmetic-bound" in line for line in r["explained"]) and len(r["explained"]) == 4
     gaps = _result("05_softmax_gaps_graphs")["shapes"]
     for dtype in ("float16", "bfloat16"):
         shape = gaps[f"4096x4096 {dtype}"]
-        assert shape["reference_launch"] == "rows1/w2 hints"
+        assert shape["reference_launch"] == "rows1/w2 hints"   # the rule then; now rows1/w2 (STREAM_INPUT_BYTES)
         rates = shape["round2_median_gbps"]
         assert rates["rows1/w2"] >= 1.01 * rates["Liger LigerSoftmax"] > rates["rows1/w2 hints"]
     small = _result("05_softmax_small_graphs")["shapes"]
@@ -601,3 +612,42 @@ def test_graph_timing_says_it_needs_a_gpu_instead_of_failing_inside_cuda(monkeyp
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         graph_timing.graph_rounds({"f": lambda x: calls.append(x)}, lambda: (torch.zeros(4),))
     assert calls == []
+
+
+def test_short_rows_timed_from_graphs_keep_the_notebooks_rmsnorm_constants():
+    """results/norms_gaps_short_rows_graphs.json: the six shapes whose launch TILE_BYTES decides (rows of 64, 256
+    and 1000), timed from CUDA graphs: the notebook's constants are the fitted ones, and the reference is within
+    2% of the best peer at each."""
+    from tests.test_06_rmsnorm import notebook_rule_constants
+
+    r = _result("norms_gaps_short_rows_graphs")
+    assert "--timing graphs" in r["command"] and len(r["shapes"]) == 6
+    best = r["fitted_rule"]["rmsnorm"]["best"]
+    assert best["constants"] == notebook_rule_constants("06_rmsnorm") and best["body"] == "early"
+    assert all(s["reference_ratio_to_best_peer"] >= 0.98 for s in r["shapes"])
+
+
+def test_a_gpu_hog_is_killed_and_the_honest_timing_beside_it_runs_at_full_speed():
+    """results/gpu_hog_stopped.json, on the H200: a sandbox queueing 0.1 s kernels without synchronising (the cheat
+    cy_slows_the_baseline) halves a judge's copy loop timed beside it; the GPU lock's hold waited the drain limit,
+    killed exactly that sandbox's process, left the innocent one running, and timed the loop at full speed."""
+    from grader.gpu_lock import DRAIN_TIMEOUT_S
+
+    r = _result("gpu_hog_stopped")
+    assert r["command"].startswith("python results/gpu_hog_stopped.py") and r["device"].startswith("NVIDIA")
+    gbps = r["copy_gbps"]
+    assert gbps["beside_the_hog_unlocked"] < 0.6 * gbps["alone"], "the hog did not slow the unlocked copy"
+    assert gbps["in_the_hold"] >= 0.97 * gbps["alone"]
+    assert r["hold"]["killed"] == [r["names"]["hog"]] and r["hold"]["drain_ms"] >= 1e3 * DRAIN_TIMEOUT_S
+    assert not r["hog_alive_after"] and r["innocent_alive_after"] and r["innocent_resumed"]
+    assert "kept the GPU from going idle" in r["note_for_the_hogs_grader"]
+
+
+def test_nvml_names_the_processes_that_keep_a_gpu_busy_also_inside_a_sandbox():
+    """results/gpu_nvml_attribution.json: what the GPU lock's kill rests on. NVML's per-process utilisation names
+    a process queueing kernels, also inside a bubblewrap PID namespace, by the PID the grader sees, and does
+    not name a process that only holds a context."""
+    r = _result("gpu_nvml_attribution")
+    assert r["attributed"] == {"spinning": {"running": True, "busy": True},
+                               "idle_context": {"running": True, "busy": False},
+                               "spinning_in_bwrap": {"running": True, "busy": True}}

@@ -4,8 +4,9 @@
 # timing harness of its own process). The judge times PyTorch's product, the target, before that request: on a
 # GPU shared with the spinning kernels (another process's context, so time-sliced with them) it would run at
 # about half speed. The judge freezes the submission's sandboxes and waits for the GPU to drain before it times
-# the baseline; this queue outlasts the wait, so the judge refuses to time at all: no speed points. Correct
-# everywhere, so its correctness points stand.
+# the baseline; this queue outlasts the wait, so the judge refuses to time at all: no speed points. On a GPU it
+# also kills the process that NVML names as still running kernels, so that the queue stops slowing the timed
+# loops of other submissions (results/gpu_hog_stopped.json). Correct everywhere, so its correctness points stand.
 #%% matmul_relu from-solution
 #%%- replace
     if state is not None:
