@@ -557,13 +557,13 @@ def test_one_launch_times_alike_only_when_replayed_from_cuda_graphs():
     assert min(by_mode["recaptured, random order"]) > 0.04
 
 
-def test_replayed_from_graphs_every_peer_shape_matches_but_rmsnorm_262144x64_float16_beside_one_torch_compile():
+def test_replayed_from_graphs_every_peer_shape_matches_but_rmsnorm_262144x64_float16_at_the_line():
     """results/peers_graphs.json (peers.py --timing graphs), re-run with softmax's cache hints limited to 16 MiB
     (STREAM_INPUT_BYTES): within 2% of the best peer at every shape, softmax 4096 x 4096 included, but RMSNorm
-    262144 x 64 float16, 2.2% behind torch.compile. That shape's graph-timed sweep
-    (results/norms_gaps_short_rows_graphs.json) put the same reference 1% ahead of the best peer: torch.compile
-    compiles a different kernel in each process there (3,803 GB/s in one, 3,121 in the other), so the gap is to
-    its best draw. GELU's shapes under 90% of a copy are arithmetic-bound."""
+    262144 x 64 float16, 2.2% behind torch.compile. In four fresh processes, each compiling torch.compile alone
+    (results/06_rmsnorm_compile_draws.json), the reference was 0.9-1.3% behind it: the gap sits at the line. The
+    short-rows sweep timed from graphs puts 16 rows a program ahead of the rule's 32 there. GELU's shapes under
+    90% of a copy are arithmetic-bound."""
     r = _result("peers_graphs")
     assert r["command"] == "python results/sweeps/peers.py --timing graphs --out results/peers_graphs.json"
     assert r["method"].startswith("graph_timing.graph_rounds") and len(r["rows"]) == 30
@@ -574,11 +574,13 @@ def test_replayed_from_graphs_every_peer_shape_matches_but_rmsnorm_262144x64_flo
     assert all(row["ratio_to_best_peer"] >= 1.0 for key, row in rows.items() if key[0] == "softmax")
     flagged = rows[("rmsnorm", 262144, 64, "float16")]
     assert flagged["best_peer"] == "torch.compile" and flagged["ratio_to_best_peer"] >= 0.975
+    draws = _result("06_rmsnorm_compile_draws")
+    assert len(draws["draws_gbps"]) == 4 and draws["torch_compile_spread"] < 1.01
+    assert all(0.98 <= ratio < 1.0 for ratio in draws["reference_over_torch_compile"])
     sweep = next(s for s in _result("norms_gaps_short_rows_graphs")["shapes"]
                  if (s["rows"], s["width"], s["dtype"]) == (262144, 64, "float16"))
-    assert sweep["reference_ratio_to_best_peer"] >= 1.0
-    assert sweep["round2_median_gbps"]["torch.compile"] < 0.85 * flagged["gbps"]["torch.compile"]
-    assert abs(sweep["round2_median_gbps"]["reference"] / flagged["gbps"]["reference"] - 1) < 0.02
+    assert sweep["notebook_launch"] == "rows32/w4"
+    assert sweep["round2_median_gbps"]["rows16/w4"] > 1.01 * sweep["round2_median_gbps"]["reference"]
     assert all("arithmetic-bound" in line for line in r["explained"]) and len(r["explained"]) == 4
     gaps = _result("05_softmax_gaps_graphs")["shapes"]
     for dtype in ("float16", "bfloat16"):
