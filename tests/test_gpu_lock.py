@@ -301,10 +301,9 @@ def _main_python(member: dict) -> set[int]:
     """The sandbox's first Python process (the notebook's kernel, the one NVML would name on a GPU)."""
     from grader.freezer import sandbox_pids
 
-    pythons = {p for p in sandbox_pids(member)
-               if Path(f"/proc/{p}/comm").read_text().startswith("python")
-               and Path(f"/proc/{p}/cmdline").read_bytes().count(b"threading")}
-    return pythons
+    return {p for p in sandbox_pids(member)    # not sh, bwrap or prlimit, whose arguments carry the code too;
+            if Path(f"/proc/{p}/comm").read_text().startswith("python")    # not the counter's child either
+            and b"threading" in Path(f"/proc/{p}/cmdline").read_bytes()}
 
 
 def _alive(pids: set[int]) -> set[int]:
