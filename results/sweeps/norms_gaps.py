@@ -27,14 +27,15 @@ torch.compile and Liger-Kernel, or under 90% of a same-size copy, and their neig
   when installed (``pip install --no-deps liger-kernel==0.8.5``); and a copy of the same bytes.
 
 Round 1 times every variant, the peers and the copy for 3 rounds at each shape. Then the launch rule is fitted:
-the notebooks compute (ROWS, num_warps, STREAM) from TILE_BYTES, BYTES_PER_THREAD, MIN_WARPS and
-STREAM_ROW_BYTES (and load the weight early or late); every combination of those constants is scored on round 1
-by its worst ratio to the best peer over the shapes (then by the mean ratio), separately for the two kernels.
-Round 2 times, for 7 rounds, the 5 fastest launches, the notebook's rule, the fitted rule, the ablations, the
-previous reference, the peers and the copy. The table printed at the end says, per shape, the reference's
-launch and GB/s, the best launch, the best peer and the same-size copy; then the constants to put in the
-notebooks. Every variant is compiled first, in parallel worker processes (Triton's and Inductor's caches), so
-the timed process loads kernels rather than compiling them.
+the notebooks compute (ROWS, num_warps, STREAM) from TILE_BYTES (SHORT_TILE_BYTES for rows narrower than one
+warp's 16-byte loads, 512 bytes), BYTES_PER_THREAD, MIN_WARPS and STREAM_ROW_BYTES (and load the weight early
+or late); every combination of those constants is scored on round 1 by its worst ratio to the best peer over
+the shapes (then by the mean ratio), separately for the two kernels. Round 2 times, for 7 rounds, the 5 fastest
+launches, the notebook's rule, the fitted rule, the ablations, the previous reference, the peers and the copy.
+The table printed at the end says, per shape, the reference's launch and GB/s, the best launch, the best peer
+and the same-size copy; then the constants to put in the notebooks (``--apply`` writes them into the solution
+notebooks' cells; then ``python -m grader release``). Every variant is compiled first, in parallel worker
+processes (Triton's and Inductor's caches), so the timed process loads kernels rather than compiling them.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ SHAPES = [
     ("rmsnorm", 32768, 1000, F16), ("rmsnorm", 32768, 1000, BF16), ("rmsnorm", 32768, 1000, F32),
     ("rmsnorm", 4096, 4096, F16), ("rmsnorm", 8192, 5120, F16), ("rmsnorm", 8192, 5120, BF16),
     ("rmsnorm", 8192, 5120, F32), ("rmsnorm", 4096, 8192, F16),
+    ("rmsnorm", 524288, 32, F16), ("rmsnorm", 524288, 32, F32),
     ("add_rmsnorm", 262144, 64, F16), ("add_rmsnorm", 32768, 1000, F16), ("add_rmsnorm", 32768, 1000, BF16),
     ("add_rmsnorm", 4096, 4096, F16), ("add_rmsnorm", 8192, 4096, F16), ("add_rmsnorm", 8192, 5120, F16),
     ("add_rmsnorm", 8192, 5120, BF16),
@@ -95,14 +97,15 @@ SOLUTION_CELL = {"rmsnorm": "rmsnorm", "add_rmsnorm": "fused"}
 LAUNCHER = {"rmsnorm": "rmsnorm", "add_rmsnorm": "add_rmsnorm"}
 KERNEL = {"rmsnorm": "rmsnorm_kernel", "add_rmsnorm": "add_rmsnorm_kernel"}
 FIRST_ROUNDS, FINAL_ROUNDS, FINALISTS = 3, 7, 5
-ROWS_CHOICES, WARPS_CHOICES = (1, 2, 4, 8, 16, 32), (1, 2, 4, 8, 16)
+ROWS_CHOICES, WARPS_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128), (1, 2, 4, 8, 16)
 #: Fewest values a thread of a timed launch handles. ``--short-rows`` lowers it to half a value (Liger-Kernel's
 #: launch on rows of 64: one row a program, 4 warps) and lets the rule stack short rows into tiles of 128 to 512
 #: bytes as well (TILE_BYTES below).
 MIN_VALUES_PER_THREAD = 4
 SHORT_ROWS_VALUES_PER_THREAD, SHORT_ROWS_TILE_BYTES = 0.5, (128, 256, 512)
 #: The rule's constants searched (names as in the notebooks), and the value each notebook may not change.
-RULE_GRID = {"TILE_BYTES": (1024, 2048, 4096, 8192), "BYTES_PER_THREAD": (16, 32, 64, 128, 256),
+RULE_GRID = {"TILE_BYTES": (1024, 2048, 4096, 8192), "SHORT_TILE_BYTES": (1024, 2048, 4096, 8192),
+             "BYTES_PER_THREAD": (16, 32, 64, 128, 256),
              "MIN_WARPS": (1, 2, 4), "STREAM_ROW_BYTES": (0, 1024, 2048, 4096, 1 << 30)}
 BODIES = ("early", "late")   # the notebook's kernel (weight loaded with the rows) or the w-late copy
 #: The shapes the dry run rehearses the report on.
@@ -827,6 +830,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kind", choices=sorted(CHAPTER), help="only this kernel's shapes")
     p.add_argument("--timing", choices=("steady", "graphs"), default="steady",
                    help="graphs: calls replayed from CUDA graphs (graph_timing.py), no host in the timed region")
+    p.add_argument("--apply", action="store_true",
+                   help="write the fitted constants into the solution notebooks (then: python -m grader release)")
     p.add_argument("--short-rows", action="store_true",
                    help="also time launches with under 4 values a thread, and fit rules that stack short rows into "
                         "tiles of 128 to 512 bytes")
@@ -834,8 +839,45 @@ def main(argv: list[str] | None = None) -> int:
     if args.short_rows:
         global MIN_VALUES_PER_THREAD
         MIN_VALUES_PER_THREAD = SHORT_ROWS_VALUES_PER_THREAD
-        RULE_GRID["TILE_BYTES"] = SHORT_ROWS_TILE_BYTES + RULE_GRID["TILE_BYTES"]
-    return dry_run(args) if args.dry_run else run_sweep(args)
+        for name in ("TILE_BYTES", "SHORT_TILE_BYTES"):
+            RULE_GRID[name] = SHORT_ROWS_TILE_BYTES + RULE_GRID[name]
+    if args.dry_run:
+        return dry_run(args)
+    code = run_sweep(args)
+    if code == 0 and args.apply:
+        fits = json.loads(Path(args.out).read_text())["fitted_rule"]
+        for kind, fit in fits.items():
+            print(apply_fit(kind, fit.get("best")))
+    return code
+
+
+def apply_fit(kind: str, best: dict | None) -> str:
+    """Write a fitted rule's constants into the solution notebook's cell that assigns them (``NAME = value``
+    lines), and say what changed. A rule fitted with the weight loaded late is not applied: that is a change of
+    the kernel, not of a constant."""
+    chapter = CHAPTER[kind]
+    if not best or "constants" not in best:
+        return f"{chapter}: no fitted rule, nothing applied"
+    if best["body"] != "early" or best.get("shapes", 0) < 3:
+        return f"{chapter}: not applied (weight loaded {best['body']}, {best.get('shapes', 0)} shapes)"
+    path = solution_notebook(chapter)
+    nb = nbformat.read(path, as_version=4)
+    changed = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("grade_id") != SOLUTION_CELL[kind]:
+            continue
+        for name, value in best["constants"].items():
+            pattern = re.compile(rf"^({name} *= *)(\S+)", re.M)
+            found = pattern.search(cell.source)
+            if found is None:
+                raise SystemExit(f"{chapter}: no line '{name} = ...' in its solution cell to apply the fit to")
+            if found.group(2) != str(value):
+                changed[name] = (found.group(2), value)
+                cell.source = pattern.sub(lambda m, v=value: f"{m.group(1)}{v}", cell.source, count=1)
+    if changed:
+        nbformat.write(nb, path)
+    return f"{chapter}: " + (", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()) if changed
+                             else "the fitted constants are the notebook's already")
 
 
 def _shown(path: Path) -> str:
