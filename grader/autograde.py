@@ -10,7 +10,8 @@ The flow of one run (:func:`grade_all`):
 3. **Calibrate.** The GPU copy bandwidth is measured once per GPU (``COURSE_COPY_GBPS``); without a GPU
    every performance check reports ``not_graded``.
 4. **Template.** For each assignment, ``nbgrader generate_assignment`` fills a fresh gradebook in a
-   private temporary folder (outside ``DIR``), together with the release's trusted import lines.
+   private temporary folder (outside ``DIR``), together with the release's trusted import lines (once per
+   process and source: :class:`GradingTemplate`).
 5. **Grade.** Each submission runs as one picklable :class:`GradingJob`: in a local thread pool
    (``workers`` at a time; with more workers than GPUs, several submissions share a GPU under
    :mod:`grader.gpu_lock`), or on a Ray cluster (:mod:`grader.cluster`: the job carries the notebook, the
@@ -33,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
@@ -41,10 +43,11 @@ from typing import TYPE_CHECKING
 
 import nbformat
 
+from grader import settings
 from grader.course import REPO_ROOT, SOLUTIONS, solution_notebook
 from grader.execute import (SANDBOX_DIR_ENV, SANDBOX_ENV, SANDBOX_SLOT_ENV, SEED_FILE_ENV, SOURCE_NOTEBOOK_ENV,
                             STARTED_FILE_ENV, is_test)
-from grader.nbgrader_cli import prepare_course_dir, run_nbgrader
+from grader.nbgrader_cli import CONFIG_FILE, prepare_course_dir, run_nbgrader
 from grader.records import (Protected, load_record, record_path, run_info, run_secret, sha256, sign_record,
                             submission_seed)
 from grader.repair import meta as _meta
@@ -107,23 +110,54 @@ def find_submissions(submitted: Path, assignment: str, student: str | None = Non
 
 
 class GradingTemplate:
-    """A course directory in which the assignment has been generated into a fresh gradebook."""
+    """A course directory in which the assignment has been generated into a fresh gradebook.
+
+    ``nbgrader generate_assignment`` (and the gradebook it sets up) costs seconds of CPU, so a process makes each
+    template once: a later run in the same process (a server grading several classes, the test suite) unpacks the
+    one it made, kept packed in this process's memory (nothing of it on disk between runs, also after a kill), as
+    long as the solution folder and the nbgrader settings it was made from are byte for byte the same."""
+
+    _made: dict[tuple[str, str], bytes] = {}
+    _lock = threading.Lock()
 
     def __init__(self, root: Path, assignment: str):
         self.root = root
         self.assignment = assignment
         if root.exists():
             shutil.rmtree(root)
+        key = (assignment, template_source_hash(assignment))
+        with self._lock:
+            made = self._made.get(key)
+            if made is not None:
+                unpack_folder(made, root)
+            else:
+                self._generate(key)
+
+    def _generate(self, key: tuple[str, str]) -> None:
+        root, assignment = self.root, self.assignment
         prepare_course_dir(root)
         shutil.copytree(SOLUTIONS / assignment, root / "solutions" / assignment,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
         result = run_nbgrader(root, "generate_assignment", assignment, "--force")
         if result.returncode != 0:
             raise RuntimeError(f"could not generate {assignment} for grading:\n{result.log}")
+        self._made[key] = pack_folder(root)
 
     @property
     def release(self) -> Path:
         return self.root / "notebooks" / self.assignment / f"{self.assignment}.ipynb"
+
+
+def template_source_hash(assignment: str) -> str:
+    """SHA-256 of what a grading template is made from: the assignment's solution folder (names and bytes), the
+    course directory's nbgrader_config.py and the settings module it applies."""
+    h = hashlib.sha256(CONFIG_FILE.encode())
+    h.update(Path(settings.__file__).read_bytes())
+    folder = SOLUTIONS / assignment
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()
+                    and not {".ipynb_checkpoints", "__pycache__"} & set(p.relative_to(folder).parts)):
+        h.update(str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -345,10 +379,18 @@ def calibrate_copy_bandwidth() -> str | None:
     return per_gpu[0] if per_gpu else None
 
 
+#: The environments (TRITON_INTERPRET, CUDA_VISIBLE_DEVICES) in which this process's probe found no GPU: a later
+#: run in the same process skips the child (it costs seconds of CPU to import torch), since no GPU appears later.
+_NO_GPU_IN: set[tuple[str | None, str | None]] = set()
+
+
 def calibrate_gpus() -> list[str]:
     """Copy bandwidth (GB/s, as text) of every visible GPU, measured in a child process; [] without one."""
     if os.environ.get("COURSE_COPY_GBPS"):
         return [os.environ["COURSE_COPY_GBPS"]]
+    where = (os.environ.get("TRITON_INTERPRET"), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if where in _NO_GPU_IN:
+        return []
     code = ("import triton_course, sys, torch\n"
             "if triton_course.current().interpreted: sys.exit(3)\n"
             "from triton_course.bench import copy_bandwidth\n"
@@ -356,6 +398,8 @@ def calibrate_gpus() -> list[str]:
             "    torch.cuda.set_device(i); copy_bandwidth.cache_clear(); print('GBPS', copy_bandwidth())\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
                           stdin=subprocess.DEVNULL, env={**os.environ, **GPU_ORDER})
+    if proc.returncode == 3:   # Triton's interpreter: no GPU
+        _NO_GPU_IN.add(where)
     if proc.returncode != 0:
         return []
     return [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("GBPS ")]

@@ -29,6 +29,21 @@ def _solution_answers(chapter):
             if c.metadata.get("nbgrader", {}).get("solution")}
 
 
+#: (points, status) of each test of three chapter-03 examples, graded by the local pool without a GPU (the Ray
+#: cluster's grades must be these too: tests/test_cluster.py).
+EXPECTED_03 = {
+    "ada_correct": {"test_add_ragged": (2.0, "passed"), "test_add_fp16": (1.0, "passed"),
+                    "test_add_2d": (1.0, "passed"), "test_add_writes_exactly_n": (1.0, "passed"),
+                    "test_add_bandwidth": (0.0, "not_graded")},
+    "dev_floor_grid": {"test_add_ragged": (0.0, "failed"), "test_add_fp16": (0.0, "failed"),
+                       "test_add_2d": (0.0, "failed"), "test_add_writes_exactly_n": (0.0, "failed"),
+                       "test_add_bandwidth": (0.0, "not_graded")},
+    "eve_float32_out": {"test_add_ragged": (2.0, "passed"), "test_add_fp16": (0.0, "failed"),
+                        "test_add_2d": (1.0, "passed"), "test_add_writes_exactly_n": (1.0, "passed"),
+                        "test_add_bandwidth": (0.0, "not_graded")},
+}
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_solution_earns_every_gradable_point_and_untouched_earns_none(chapter, tmp_path):
     submitted = tmp_path / "submitted"
@@ -65,6 +80,9 @@ def test_vector_add_examples_fail_for_the_right_reason(tmp_path):
     assert fp16.status == "failed" and "returned dtype float32, expected float16" in fp16.message
     assert records[("eve_float32_out", "test_add_ragged")].status == "passed"
     assert records[(ada, "test_add_bandwidth")].status == "not_graded"
+    named = {ada: "ada_correct", "dev_floor_grid": "dev_floor_grid", "eve_float32_out": "eve_float32_out"}
+    assert {(named[s], t): (r.points, r.status) for (s, t), r in records.items()} == {
+        (student, test): outcome for student, tests in EXPECTED_03.items() for test, outcome in tests.items()}
 
 
 def test_command_line_contract(tmp_path):

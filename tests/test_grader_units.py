@@ -187,3 +187,46 @@ def test_a_kernel_that_fails_to_start_is_retried_not_blamed_on_the_student(tmp_p
     assert calls.count("autograde") == 2
     assert sum(r.points for r in records) == 5 and all(r.status in ("passed", "not_graded") for r in records)
     assert all("failed to start" in r.message for r in records)
+
+
+def test_a_grading_template_is_generated_once_a_process_and_again_when_its_source_changes(tmp_path, monkeypatch):
+    """The second template of an assignment in one process is a copy of the first (nbgrader's generate_assignment
+    is not run again), byte for byte, kept in memory (no folder of it is left where the run made it); a changed
+    solution folder (its hash) makes a new one."""
+    import grader.autograde as ag
+
+    monkeypatch.setattr(ag.GradingTemplate, "_made", {})
+    generated = []
+    real = ag.run_nbgrader
+    monkeypatch.setattr(ag, "run_nbgrader", lambda root, *args, **kw: generated.append(args) or real(root, *args, **kw))
+    first = ag.GradingTemplate(tmp_path / "one", A)
+    second = ag.GradingTemplate(tmp_path / "two", A)
+    assert len(generated) == 1 and generated[0][0] == "generate_assignment"
+
+    def files(root):
+        return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    assert files(first.root) == files(second.root) and first.release.is_file()
+    assert "gradebook.db" in files(second.root)
+    assert [type(v) for v in ag.GradingTemplate._made.values()] == [bytes]   # packed, not a folder on disk
+    monkeypatch.setattr(ag, "template_source_hash", lambda assignment: "changed")
+    ag.GradingTemplate(tmp_path / "three", A)
+    assert len(generated) == 2
+
+
+def test_a_process_that_found_no_gpu_does_not_look_again(monkeypatch):
+    """Under the interpreter the calibration's child process answers 'no GPU' once; later runs in the process skip
+    the child (seconds of CPU each), but a run with another TRITON_INTERPRET or CUDA_VISIBLE_DEVICES asks again."""
+    import subprocess
+
+    import grader.autograde as ag
+
+    monkeypatch.delenv("COURSE_COPY_GBPS", raising=False)
+    monkeypatch.setattr(ag, "_NO_GPU_IN", set())
+    children = []
+    real = subprocess.run
+    monkeypatch.setattr(ag.subprocess, "run", lambda *a, **kw: children.append(a) or real(*a, **kw))
+    assert ag.calibrate_gpus() == [] and len(children) == 1
+    assert ag.calibrate_gpus() == [] and len(children) == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert ag.calibrate_gpus() == [] and len(children) == 2
