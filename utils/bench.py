@@ -107,6 +107,33 @@ def sleep_cycles_per_ms() -> float:
     return 1_000_000 / max(start.elapsed_time(end), 1e-3)
 
 
+def rotating_sets(make_inputs: Callable[[], Sequence[object]], first: tuple, out_bytes: int, *,
+                  l2s: float = ROTATE_L2S, max_sets: int = 64) -> list[tuple]:
+    """``first`` and more input sets from ``make_inputs()``: as many as, with an output of ``out_bytes`` each, add
+    up to ``l2s`` L2 sizes (2 to ``max_sets``), so that no timed call finds its data in the L2."""
+    per_set = tensor_bytes(first) + out_bytes
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    n_sets = min(max_sets, max(2, math.ceil(l2s * l2 / max(per_set, 1))))
+    return [first] + [tuple(make_inputs()) for _ in range(n_sets - 1)]
+
+
+def call_plan(fn: Callable[..., object], sets: Sequence[tuple]) -> tuple[int, float]:
+    """(calls per timed round, host milliseconds per call) for ``fn``, from one warm-up call on every input set:
+    the calls of a round aim at :data:`ROUND_MS` of GPU time (events), at least :data:`MIN_CALLS` and one per set,
+    at most :data:`MAX_CALLS`."""
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    host = time.perf_counter()
+    start.record()
+    kept = [fn(*inputs) for inputs in sets]
+    end.record()
+    host_ms = (time.perf_counter() - host) * 1e3 / len(sets)
+    torch.cuda.synchronize()
+    del kept
+    gpu_ms = max(start.elapsed_time(end) / len(sets), 1e-3)
+    return min(MAX_CALLS, max(MIN_CALLS, len(sets), math.ceil(ROUND_MS / gpu_ms))), host_ms
+
+
 def steady_rounds(fns: dict[str, Callable[..., object]], make_inputs: Callable[[], Sequence[object]], *,
                   rounds: int = 7) -> dict[str, list[float]]:
     """Milliseconds per call of each function, in back-to-back calls: ``{name: [ms of each round]}``.
@@ -130,25 +157,13 @@ def steady_rounds(fns: dict[str, Callable[..., object]], make_inputs: Callable[[
     _spin_up()
     first = tuple(make_inputs())
     out_bytes = max(tensor_bytes(fn(*first)) for fn in fns.values())     # compile / autotune, untimed
-    per_set = tensor_bytes(first) + out_bytes
-    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    n_sets = min(64, max(2, math.ceil(ROTATE_L2S * l2 / max(per_set, 1))))
-    sets = [first] + [tuple(make_inputs()) for _ in range(n_sets - 1)]
+    sets = rotating_sets(make_inputs, first, out_bytes)
+    n_sets = len(sets)
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
     cycles_per_ms = sleep_cycles_per_ms()
     plans = {}
     for name, fn in fns.items():        # warm up on every set; estimate GPU and host time per call
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        host = time.perf_counter()
-        start.record()
-        kept = [fn(*inputs) for inputs in sets]
-        end.record()
-        host_ms = (time.perf_counter() - host) * 1e3 / n_sets
-        torch.cuda.synchronize()
-        del kept
-        gpu_ms = max(start.elapsed_time(end) / n_sets, 1e-3)
-        calls = min(MAX_CALLS, max(MIN_CALLS, n_sets, math.ceil(ROUND_MS / gpu_ms)))
+        calls, host_ms = call_plan(fn, sets)
         plans[name] = [calls, host_ms * calls * 1.5 + 1.0]      # calls, sleep in ms
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):

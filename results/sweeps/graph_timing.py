@@ -25,13 +25,12 @@ function with outputs of the same size, which is what these comparisons need.
 
 from __future__ import annotations
 
-import math
 import random
 from typing import Callable, Sequence
 
 import torch
 
-from triton_course.bench import FLUSH_BYTES, MAX_CALLS, MIN_CALLS, ROUND_MS, tensor_bytes
+from triton_course.bench import FLUSH_BYTES, call_plan, rotating_sets, tensor_bytes
 
 ROTATE_L2S = 16           # input sets: at least this many L2 sizes in all (steady_rounds: 4)
 OUTPUT_BUDGET = 4 * 2**30  # bytes of outputs a function's graph may keep (fewer calls for large outputs)
@@ -79,23 +78,12 @@ def graph_rounds(fns: dict[str, Callable[..., object]], make_inputs: Callable[[]
         except Exception as e:  # noqa: BLE001 - reported, not fatal to the other functions
             if failed is not None:
                 failed[name] = f"{type(e).__name__}: {str(e)[:200]}"
-    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    per_set = tensor_bytes(first) + out_bytes
-    n_sets = min(128, max(2, math.ceil(ROTATE_L2S * l2 / max(per_set, 1))))
-    sets = [first] + [tuple(make_inputs()) for _ in range(n_sets - 1)]
+    sets = rotating_sets(make_inputs, first, out_bytes, l2s=ROTATE_L2S, max_sets=128)
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
     # recaptured, one graph is alive at a time; captured once, all of them are
     budget = min(OUTPUT_BUDGET, int(MEMORY_SHARE * torch.cuda.mem_get_info()[0]) // (1 if recapture else max(1, len(usable))))
     for name, fn in list(usable.items()):
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        kept = [fn(*inputs) for inputs in sets]
-        end.record()
-        torch.cuda.synchronize()
-        del kept
-        gpu_ms = max(start.elapsed_time(end) / n_sets, 1e-3)
-        calls = min(MAX_CALLS, max(MIN_CALLS, n_sets, math.ceil(ROUND_MS / gpu_ms)))
+        calls, _ = call_plan(fn, sets)
         plans[name] = max(2, min(calls, budget // max(out_bytes, 1)))
     rng = random.Random(seed)
     times: dict[str, list[float]] = {name: [] for name in usable}

@@ -55,25 +55,13 @@ def rounds_with_sleep(fns: dict, make_inputs, rounds: int, sleep_ms: float | Non
     bench._spin_up()
     first = tuple(make_inputs())
     out_bytes = max(bench.tensor_bytes(fn(*first)) for fn in fns.values())
-    per_set = bench.tensor_bytes(first) + out_bytes
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    n_sets = min(64, max(2, -(-bench.ROTATE_L2S * l2 // max(per_set, 1))))
-    sets = [first] + [tuple(make_inputs()) for _ in range(n_sets - 1)]
+    sets = bench.rotating_sets(make_inputs, first, out_bytes)
+    n_sets = len(sets)
     flush = torch.empty(bench.FLUSH_BYTES // 4, device="cuda")
     cycles_per_ms = bench.sleep_cycles_per_ms()
     plans = {}
     for name, fn in fns.items():
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        host = time.perf_counter()
-        start.record()
-        kept = [fn(*inputs) for inputs in sets]
-        end.record()
-        host_ms = (time.perf_counter() - host) * 1e3 / n_sets
-        torch.cuda.synchronize()
-        del kept
-        gpu_ms = max(start.elapsed_time(end) / n_sets, 1e-3)
-        calls = min(bench.MAX_CALLS, max(bench.MIN_CALLS, n_sets, int(-(-bench.ROUND_MS // gpu_ms))))
+        calls, host_ms = bench.call_plan(fn, sets)
         plans[name] = [calls, host_ms * calls * 1.5 + 1.0]
     if sleep_ms is not None:
         for plan in plans.values():
@@ -217,13 +205,19 @@ def main() -> int:
     record = {"what": "A/A test of steady_rounds: identical functions at different places in a round's order",
               "command": "python results/sweeps/timing_position.py" + (" --sleep-probe" if args.sleep_probe else "")
                          + (" --graphs" if args.graphs else "") + (f" --rounds {args.rounds}" if args.rounds != 7 else "")
-                         + (f" --out {args.out.resolve().relative_to(ROOT)}" if args.out.resolve() != OUT else ""),
+                         + (f" --out {_shown(args.out)}" if args.out.resolve() != OUT else ""),
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "rounds": args.rounds, "rows": rows}
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print("wrote", args.out)
     return 0
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository when it is inside it (as a command would name it), else as given."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 if __name__ == "__main__":
