@@ -93,22 +93,18 @@ def test_unmasked_load_loses_the_shapes_test_naming_the_load():
 @pytest.mark.notebook
 def test_naive_tanh_by_real_autograde_and_bfloat16_not_graded_on_the_cpu(tmp_path):
     """The textbook tanh loses the large-input test with the hint that names the overflow; the bfloat16 test
-    is reported as not graded (0 points, nothing lost) on this CPU, for every student."""
+    is reported as not graded (0 points, nothing lost) on this CPU. (A correct answer keeps every gradable point
+    through real autograde: the solution in tests/test_autograde.py, ada_correct through the judge here.)"""
     build_submissions(CHAPTER, tmp_path / "submitted")
-    keep = ("cleo_naive_tanh", "ada_correct")
-    subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student in keep]
+    subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student == "cleo_naive_tanh"]
     records = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2)}
     large = records[("cleo_naive_tanh", "test_gelu_large_inputs")]
     assert large.status == "failed" and large.points == 0
     assert "does your tanh overflow?" in large.message
     assert records[("cleo_naive_tanh", "test_gelu_shapes")].status == "passed"
-    for student in keep:
-        bf16 = records[(student, "test_gelu_bf16")]
-        assert bf16.status == "not_graded" and bf16.points == 0, bf16
-        assert bf16.message.startswith("NOT GRADED") and "bfloat16 skipped" in bf16.message
-    for (student, grade_id), r in records.items():
-        if student == "ada_correct" and grade_id not in ("test_gelu_bf16", "test_gelu_bandwidth"):
-            assert r.status == "passed" and r.points == r.max_points, r
+    bf16 = records[("cleo_naive_tanh", "test_gelu_bf16")]
+    assert bf16.status == "not_graded" and bf16.points == 0, bf16
+    assert bf16.message.startswith("NOT GRADED") and "bfloat16 skipped" in bf16.message
 
 
 @pytest.mark.notebook

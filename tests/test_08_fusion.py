@@ -278,15 +278,15 @@ def test_examples_fail_for_the_right_reason_through_real_autograde(tmp_path):
     assert {"ada_correct", "ben_untouched", "cleo_residual_in_place", "dev_norm_without_residual",
             "eve_traffic_off_by_one", "fay_capped_block", "gus_h_not_stored", "hal_divides_by_block",
             "ivy_residual_also_updated"} <= set(students)
-    keep = ["ada_correct", "ivy_residual_also_updated", "eve_traffic_off_by_one"]
+    # (a correct answer keeps every gradable point through real autograde: the solution, tests/test_autograde.py)
+    keep = ["ivy_residual_also_updated", "eve_traffic_off_by_one"]
     subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student in keep]
     rec = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2)}
 
-    ada = [r for (s, _), r in rec.items() if s == "ada_correct"]
-    assert all(r.status == "passed" and r.points == r.max_points for r in ada if r.status != "not_graded")
-    assert rec[("ada_correct", "test_fused_bandwidth")].status == "not_graded"
-    assert rec[("ada_correct", "test_fused_bf16")].status == "not_graded"
-    assert "bfloat16 skipped" in rec[("ada_correct", "test_fused_bf16")].message
+    for student in keep:   # on this CPU: no speed points, bfloat16 skipped, nothing lost for either
+        assert rec[(student, "test_fused_bandwidth")].status == "not_graded"
+        assert rec[(student, "test_fused_bf16")].status == "not_graded"
+        assert "bfloat16 skipped" in rec[(student, "test_fused_bf16")].message
 
     ivy = rec[("ivy_residual_also_updated", "test_fused_inputs_untouched")]
     assert ivy.status == "failed" and "your kernel changed its input `residual`" in ivy.message
