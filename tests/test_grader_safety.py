@@ -220,3 +220,21 @@ def test_a_planted_resume_record_is_not_trusted(graded, monkeypatch):
         path.write_bytes(saved)
     assert regraded == [sub.student]
     assert all(r.points == 0 for r in again)
+
+
+def test_the_next_class_in_this_process_gets_a_clean_template(graded, tmp_path, monkeypatch):
+    """This process keeps the template it made for the class above (packed before any submission ran), in
+    which kim_tamper wrote full marks into its gradebook and overwrote files: a class graded next in the same
+    process takes that template without generating it again, and its honest student keeps every point, its
+    gradebook as the template made it."""
+    import grader.autograde as ag
+
+    generated = []
+    real = ag.run_nbgrader
+    monkeypatch.setattr(ag, "run_nbgrader", lambda root, *args, **kw: generated.append(args) or real(root, *args, **kw))
+    sub = next(s for s in graded["subs"] if s.student == "ada_correct")
+    records = grade_all([sub], tmp_path / "out", workers=1, feedback=False)
+    assert [args[0] for args in generated] == ["autograde"], generated   # no generate_assignment: the cache
+    by = {r.grade_id: r for r in records}
+    for gid in CORRECTNESS:
+        assert by[gid].status == "passed" and by[gid].points == by[gid].max_points, by[gid]

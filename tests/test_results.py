@@ -687,3 +687,16 @@ def test_nvml_names_the_processes_that_keep_a_gpu_busy_also_inside_a_sandbox():
     assert r["attributed"] == {"spinning": {"running": True, "busy": True},
                                "idle_context": {"running": True, "busy": False},
                                "spinning_in_bwrap": {"running": True, "busy": True}}
+
+
+def test_the_three_timing_paths_agree_with_each_other_and_the_copy():
+    """results/timing_paths.json, on the H200: steady_rounds, graph_rounds and rounds_with_sleep, which share
+    bench.rotating_sets and bench.call_plan, time one clone and one x + 1 of 256 MiB within 1% of each other and
+    within 3% of copy_bandwidth."""
+    r = _result("timing_paths")
+    assert r["command"] == "python results/sweeps/timing_paths.py --out results/timing_paths.json"
+    assert "H200" in r["device"] and set(r["gbps"]) == {"steady_rounds", "graph_rounds", "rounds_with_sleep"}
+    for name in ("clone", "add1"):
+        rates = [row[name] for row in r["gbps"].values()]
+        assert max(rates) <= 1.01 * min(rates), (name, rates)
+        assert min(rates) >= 0.97 * r["copy_bandwidth_gbps"], (name, rates)
