@@ -267,8 +267,8 @@ class CourseExecute(Execute):
         busy while paused for a timing, :mod:`grader.gpu_lock`)."""
         from grader.gpu_lock import kill_note
 
-        notes = [kill_note(box.staging) for box in (getattr(self, "_sandbox", None), getattr(self, "_relaunch_box", None))
-                 if box is not None]
+        boxes = (getattr(self, "_sandbox", None), getattr(self, "_relaunch_box", None))
+        notes = [kill_note(box.staging) for box in boxes if box is not None]
         return next((n for n in notes if n), None)
 
     def preprocess(self, nb, resources=None, km=None):

@@ -281,8 +281,8 @@ class GpuLock:
                 if handle.get("name") == name and handle.get("mode") == "cgroup1":
                     thaw(handle)
             note = (f"GPU {self.gpu} was still running kernels of this notebook's Python process "
-                    f"{DRAIN_TIMEOUT_S:.0f} s after it was paused while the grader timed on that GPU: work it had queued "
-                    "(a background thread? a kernel that never ends?) kept the GPU from going idle. The grader "
+                    f"{DRAIN_TIMEOUT_S:.0f} s after it was paused while the grader timed on that GPU: work it had "
+                    "queued (a background thread? a kernel that never ends?) kept the GPU from going idle. The grader "
                     "stopped that process so that the GPU could be timed; this cell did not finish.")
             with contextlib.suppress(KeyError, OSError):
                 Path(member["pidfile"]).with_name(KILL_NOTE).write_text(note)
@@ -424,7 +424,8 @@ def busy_pids(gpu: str, window_s: float = BUSY_WINDOW_S) -> set[int] | None:
         return None
     samples = (_ProcessSample * (count.value + 16))()   # room for processes that appear meanwhile
     count = ctypes.c_uint(len(samples))
-    if lib.nvmlDeviceGetProcessUtilization(handle, samples, ctypes.byref(count), since) != 0:  # type: ignore[union-attr]
+    rc = lib.nvmlDeviceGetProcessUtilization(handle, samples, ctypes.byref(count), since)  # type: ignore[union-attr]
+    if rc != 0:
         return None
     return {int(s.pid) for s in samples[:count.value] if s.smUtil > 0}
 

@@ -570,7 +570,7 @@ def run_sweep(args, simulate: bool = False) -> int:
                          + (" --short-rows" if getattr(args, "short_rows", False) else "")
                          + (" --timing graphs" if getattr(args, "timing", "steady") == "graphs" else "")
                          + (f" --budget-s {args.budget_s:g}" if args.budget_s != 170 else "")
-                         + (f" --out {_shown(args.out)}" if Path(args.out).resolve() != OUT.resolve() else ""),
+                         + (f" --out {shown_path(args.out)}" if Path(args.out).resolve() != OUT.resolve() else ""),
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(0) if not simulate else "none (simulated)",
               "torch": torch.__version__, "triton": triton.__version__,
@@ -880,7 +880,7 @@ def apply_fit(kind: str, best: dict | None) -> str:
                              else "the fitted constants are the notebook's already")
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
     """``path`` relative to the repository when it is inside it (as a command would name it)."""
     path = Path(path).resolve()
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)

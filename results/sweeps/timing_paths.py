@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import graph_timing
     import timing_position
+    from norms_gaps import shown_path
     from triton_course import bench
 
     def make():
@@ -54,10 +55,8 @@ def main(argv: list[str] | None = None) -> int:
              "rounds_with_sleep": timing_position.rounds_with_sleep(fns, make, ROUNDS, None)[0]}
     gbps = {path: {name: round(bench.gbps(8 * N, statistics.median(t[name])), 1) for name in fns}
             for path, t in paths.items()}
-    shown = args.out.resolve()
     record = {"what": "the course's three timing paths on the same 256 MiB clone and x + 1, beside copy_bandwidth",
-              "command": "python results/sweeps/timing_paths.py --out "
-                         + (str(shown.relative_to(ROOT)) if shown.is_relative_to(ROOT) else str(shown)),
+              "command": f"python results/sweeps/timing_paths.py --out {shown_path(args.out)}",
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
               "rounds": ROUNDS, "input_sets": len(sets), "calls_per_round": plans,

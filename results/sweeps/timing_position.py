@@ -205,19 +205,13 @@ def main() -> int:
     record = {"what": "A/A test of steady_rounds: identical functions at different places in a round's order",
               "command": "python results/sweeps/timing_position.py" + (" --sleep-probe" if args.sleep_probe else "")
                          + (" --graphs" if args.graphs else "") + (f" --rounds {args.rounds}" if args.rounds != 7 else "")
-                         + (f" --out {_shown(args.out)}" if args.out.resolve() != OUT else ""),
+                         + (f" --out {norms_gaps.shown_path(args.out)}" if args.out.resolve() != OUT else ""),
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "rounds": args.rounds, "rows": rows}
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print("wrote", args.out)
     return 0
-
-
-def _shown(path: Path) -> str:
-    """``path`` relative to the repository when it is inside it (as a command would name it), else as given."""
-    path = Path(path).resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 if __name__ == "__main__":
