@@ -586,6 +586,24 @@ def test_hand_pipelined_probe_runs_both_kernels_under_the_interpreter():
     assert "WRONG" not in proc.stdout
 
 
+def test_persistent_probe_runs_its_variants_under_the_interpreter_it_chooses_itself():
+    """results/sweeps/attention_persistent.py --dry-run: the persistent loops over query tiles (4-D descriptors, and
+    2-D ones, with and without ``flatten``) agree with float64, causal or not. Started without TRITON_INTERPRET in
+    its environment: the script sets it before importing Triton, or Triton's own functions (``tl.max``) would stay
+    compiled ones that the interpreter cannot call."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_persistent.py"),
+                           "--dry-run"], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count(" correct (max error") == 5 and "WRONG" not in proc.stdout
+    assert "pers2d flat 32x16" in proc.stdout
+
+
 def test_lazy_rescale_probe_runs_both_kernels_under_the_interpreter():
     """results/sweeps/attention_lazy_rescale.py --dry-run: the notebook's kernel and its copy that rescales only when
     a row's maximum grows by more than 8 agree with float64 in every case, on keys that grow along the sequence too
