@@ -964,6 +964,14 @@ def test_the_stream_k_probe_is_correct_under_the_interpreter(tmp_path):
     assert proc.stdout.count(" correct (max error") >= 20 and "WRONG" not in proc.stdout
 
 
+def test_the_odd_size_probe_runs_every_path_under_the_interpreter(tmp_path):
+    """`results/sweeps/matmul_odd_sizes.py --dry-run`: at K and N odd, the reference, the exercise's kernel and the
+    copies with the Hopper kernel (a last wave cut along K included) agree with float64, and nothing is recorded."""
+    proc = _dry_run("matmul_odd_sizes.py", "--dry-run", "--out", str(tmp_path / "odd.json"), timeout=600)
+    assert not (tmp_path / "odd.json").exists(), "a dry run records nothing"
+    assert proc.stdout.count("copies + Hopper kernel: ok") == 3 and "WRONG" not in proc.stdout, proc.stdout[-2000:]
+
+
 def test_recorded_sweep_holds_the_keys_the_notebook_reads():
     path = ROOT / "results" / "07_matmul_relu_sweep.json"
     if not path.exists():

@@ -4,7 +4,9 @@ exercise's kernel that the reference ran there before.
     python results/sweeps/matmul_odd_sizes.py [--out results/07_matmul_relu_odd_sizes.json]
         (on a GPU: about 2 minutes on an H200)
     python results/sweeps/matmul_odd_sizes.py --dry-run
-        (anywhere; without a GPU under Triton's interpreter: every path against float64 at small sizes)
+        (anywhere; without a GPU under Triton's interpreter: every path against float64 at small sizes, the
+        copies and the Hopper kernel called directly, since there the launcher keeps such rows on the exercise's
+        kernel)
 
 The question. With K odd, a row of ``a`` is an odd number of 2-byte elements long, and every other row starts
 2 bytes past a 16-byte boundary; with N odd, so do the rows of ``b`` and ``c``. The copy engine (TMA) cannot read
@@ -82,8 +84,17 @@ def variants(ns) -> dict:
         out = ns["padded_rows"](a.shape[0], b.shape[1], like=a)
         return ns["copy_rows"](out, torch.empty(out.shape, device=a.device, dtype=a.dtype))
 
-    return {"torch": lambda a, b: torch.relu(a @ b), "reference": ns["matmul_relu"],
-            "exercise kernel (before)": exercise_kernel, "copies alone": copies}
+    def copies_then_hopper(a, b):
+        """The reference's path for such rows on a GPU, called directly: the interpreter keeps them off it."""
+        grid, meta, state = ns["tma_plan"](a, b, ns["choose_tile"](a, b, ["128x256x64 s3w8"]))
+        c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
+        return ns["tma_launch"](a, b, c, grid, meta, state)
+
+    fns = {"torch": lambda a, b: torch.relu(a @ b), "reference": ns["matmul_relu"],
+           "exercise kernel (before)": exercise_kernel, "copies alone": copies}
+    if not GPU:
+        fns["copies + Hopper kernel"] = copies_then_hopper
+    return fns
 
 
 def plan_of(ns, a, b) -> dict:
