@@ -744,3 +744,26 @@ def test_the_three_timing_paths_agree_with_each_other_and_the_copy():
         rates = [row[name] for row in r["gbps"].values()]
         assert max(rates) <= 1.01 * min(rates), (name, rates)
         assert min(rates) >= 0.97 * r["copy_bandwidth_gbps"], (name, rates)
+
+
+def test_every_record_script_starts_its_record_alike_and_names_its_out_from_the_root(monkeypatch, tmp_path):
+    """results/sweeps/records.py: provenance() gives the keys every record starts with, in that order, and
+    shown_path() names a file inside the repository as a command typed at its root would (no machine's path in a
+    record), one outside it as given. Every script that writes a record by hand-copied keys now calls it."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("records", ROOT / "results" / "sweeps" / "records.py")
+    records = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(records)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    head = records.provenance("07_matmul_relu: x", "python results/sweeps/x.py")
+    assert list(head) == ["chapter", "command", "date", "device", "torch", "triton"]
+    assert head["device"] == "NVIDIA H200" and head["date"].endswith("+00:00")
+    assert records.shown_path(ROOT / "results" / "x.json") == "results/x.json"
+    assert records.shown_path(tmp_path / "x.json") == str((tmp_path / "x.json").resolve())
+    by_hand = [p.name for p in (ROOT / "results" / "sweeps").glob("*.py") if p.name != "records.py"
+               and '"chapter": ' in p.read_text() and '"date": dt.datetime.now(dt.timezone.utc)' in p.read_text()
+               and '"device": torch.cuda.get_device_name(), "torch": torch.__version__' in p.read_text()]
+    assert by_hand == [], by_hand

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import datetime as dt
 import json
 import math
 import statistics
@@ -35,12 +34,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+from records import provenance  # noqa: E402
 
 LOG2E = 1.4426950408889634
 NS_N = (1024, 2048, 4096, 8192, 16384)
@@ -351,10 +352,7 @@ def main() -> None:
             vals = [r["ratio_to_sdpa"][name] for r in sel]
             summary[f"{'causal' if causal else 'non-causal'}: {name}"] = {
                 "geomean": round(math.exp(statistics.fmean(math.log(x) for x in vals)), 3), "worst": min(vals)}
-    result = {"chapter": "09_attention host-descriptor probe",
-              "command": "python results/sweeps/attention_host_tma.py",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+    result = {**provenance("09_attention host-descriptor probe", "python results/sweeps/attention_host_tma.py"),
               "method": METHOD, "rounds": 5, "failed": failed, "rows": rows, "summary": summary,
               "seconds": round(time.time() - t0)}
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

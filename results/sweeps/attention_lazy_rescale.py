@@ -27,7 +27,6 @@ maximum jumps in later blocks and the rescale branch runs.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -36,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
 if "--dry-run" in sys.argv:   # Triton reads this when it is imported: its own functions must be interpreted too
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -43,11 +43,11 @@ if "--dry-run" in sys.argv:   # Triton reads this when it is imported: its own f
 import nbformat  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cell, load_namespace  # noqa: E402
 from triton_course.attention import INTERPRETER_CONFIG, attention_reference, pinned_config  # noqa: E402
+from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "09_attention_lazy_rescale.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -177,10 +177,8 @@ def main() -> int:
                            + ", ".join(f"N={r['N']} {r['lazy_over_as_is']}" for r in mine)
                            + "; lazy / SDPA " + ", ".join(str(r["ratio_to_sdpa"]["lazy"]) for r in mine)
                            + "; as is / SDPA " + ", ".join(str(r["ratio_to_sdpa"]["as is"]) for r in mine))
-    record = {"chapter": "09_attention: the running output rescaled only when a row's maximum jumps",
-              "command": "python results/sweeps/attention_lazy_rescale.py",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+    record = {**provenance("09_attention: the running output rescaled only when a row's maximum jumps",
+                           "python results/sweeps/attention_lazy_rescale.py"),
               "method": "triton_course.bench.steady_rounds: medians of 5 interleaved rounds, fresh inputs; float16, "
                         "Z = 4, H = 2048 / D; each case at the notebook's own launch (HOPPER_CONFIGS)",
               "summary": summary, "wrong": bad, "rows": rows}

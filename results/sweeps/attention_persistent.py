@@ -39,7 +39,6 @@ Recorded on an H200 (results/09_attention_persistent.json): nothing here beats t
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import os
@@ -49,6 +48,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
 if "--dry-run" in sys.argv:   # Triton reads this when it is imported: its own functions must be interpreted too
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -61,6 +61,7 @@ from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cell, load_namespace  # noqa: E402
 from triton_course.attention import (INTERPRETER_CONFIG, AttentionConfig, attention_reference,  # noqa: E402
                                      pinned_config)
+from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "09_attention_persistent.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -308,10 +309,8 @@ def main() -> int:
     if dry:
         return 1 if bad else 0
     summary = summarize(rows)
-    record = {"chapter": "09_attention: persistent programs and two programs per SM at D = 128",
-              "command": "python results/sweeps/attention_persistent.py",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+    record = {**provenance("09_attention: persistent programs and two programs per SM at D = 128",
+                           "python results/sweeps/attention_persistent.py"),
               "method": "triton_course.bench.steady_rounds: medians of 5 interleaved rounds, fresh inputs; "
                         "float16, Z = 4, H = 16, D = 128",
               "compiled": COMPILED, "summary": summary,

@@ -13,7 +13,6 @@ If no copy reaches a fraction at a size, no kernel that has to move those bytes 
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import statistics
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -29,6 +29,7 @@ import triton.language as tl  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
 from triton_course.bench import METHOD, gbps, steady_rounds  # noqa: E402
+from records import provenance  # noqa: E402
 
 WIDTH = 4096
 ROWS = (2048, 4096, 8192, 16384, 65536)     # 32 MiB ... 1 GiB of traffic (read + write) in fp16
@@ -84,10 +85,7 @@ def main() -> None:
     for per_sm in (2, 4, 8):
         fns[f"triton persistent copy B4096/w8 x{per_sm} per SM"] = persistent_copy(4096, 8, per_sm)
     out: dict[str, object] = {
-        "chapter": "06_rmsnorm_copy_limit",
-        "command": "python results/sweeps/copy_limit.py",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+        **provenance("06_rmsnorm_copy_limit", "python results/sweeps/copy_limit.py"),
         "method": METHOD, "rounds": 7, "width": WIDTH, "sizes": {},
     }
     for rows in ROWS:

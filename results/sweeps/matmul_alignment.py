@@ -26,7 +26,6 @@ exercise's pointer kernel, tuned, with its ALIGNED hints; torch's ``relu(a @ b)`
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import statistics
 import sys
@@ -36,11 +35,13 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
 from triton_course.bench import steady_rounds  # noqa: E402
 from triton_course.matmul import matmul_flops, tflops  # noqa: E402
+from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "07_matmul_relu_alignment.json"
 PARTS_OUT = ROOT / "results" / "07_matmul_relu_alignment_parts.json"
@@ -145,10 +146,7 @@ def parts() -> int:
                 print(f"{row['shape']:<16} {name:<60} {row['tflops']:>7.1f} TFLOP/s  "
                       f"{row['ratio_to_torch_same_inputs']:.3f} of torch", flush=True)
             torch.cuda.empty_cache()
-    record = {"chapter": "07_matmul_relu", "command": "python results/sweeps/matmul_alignment.py --parts",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "triton": __import__("triton").__version__,
+    record = {**provenance("07_matmul_relu", "python results/sweeps/matmul_alignment.py --parts"),
               "method": "triton_course.bench.steady_rounds: medians of 7 interleaved rounds, fresh inputs; "
                         "cases with the same padded operands are timed in the same rounds as torch",
               "unit": "TFLOP/s = 2*M*N*K / median time per call", "rows": rows}
@@ -181,10 +179,7 @@ def main() -> int:
         rows.append(row)
         print(f"{name:<32} reference {tf['reference']:>6.1f}  torch {tf['torch']:>6.1f}  "
               f"ratio {row['ratio_reference_to_torch']:.3f}", flush=True)
-    record = {"chapter": "07_matmul_relu", "command": "python results/sweeps/matmul_alignment.py",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "triton": __import__("triton").__version__,
+    record = {**provenance("07_matmul_relu", "python results/sweeps/matmul_alignment.py"),
               "method": "triton_course.bench.steady_rounds: medians of 7 interleaved rounds, fresh inputs",
               "unit": "TFLOP/s = 2*M*N*K / median time per call", "rows": rows}
     OUT.write_text(json.dumps(record, indent=1) + "\n")

@@ -34,7 +34,6 @@ checked against float64, twice (the counts and flags must be ready again for the
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -43,6 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -52,6 +52,7 @@ from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
 from triton_course.matmul import make as make_operands  # noqa: E402
 from triton_course.matmul import matmul_flops, tflops, tolerance  # noqa: E402
+from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "07_matmul_relu_streamk.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -288,10 +289,7 @@ def main() -> int:
                         "dtype": str(dtype).split(".")[-1], "tiles": next(fn.tiles for fn in fns.values()
                                                                           if hasattr(fn, "tiles")),
                         "shared_tiles": shared, "checks": checks, "rows": rows})
-        record = {"chapter": "07_matmul_relu: stream-K for the last wave",
-                  "command": "python results/sweeps/matmul_streamk.py",
-                  "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                  "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+        record = {**provenance("07_matmul_relu: stream-K for the last wave", "python results/sweeps/matmul_streamk.py"),
                   "method": "triton_course.bench.steady_rounds: medians of 7 interleaved rounds, fresh inputs",
                   "tile": TILE, "shapes": results}
         found = summary(results)

@@ -38,7 +38,6 @@ ready again for the next call).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -47,6 +46,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -55,6 +55,7 @@ import triton.language as tl  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
 from triton_course.matmul import matmul_flops, tflops, tolerance  # noqa: E402
+from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "07_matmul_relu_tail.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -385,9 +386,7 @@ def main() -> int:
         print(f"{name:<28} {row['us']:>8.2f} us  {row['tflops']:>7.1f} TFLOP/s  {row['ratio_to_torch']:.3f} of torch")
     found = summary(rows)
     print("\n".join(found["lines"]))
-    record = {"chapter": TITLE, "command": "python results/sweeps/matmul_tail.py",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+    record = {**provenance(TITLE, "python results/sweeps/matmul_tail.py"),
               "method": "triton_course.bench.steady_rounds: medians of 7 interleaved rounds, fresh inputs",
               "shape": list(shape), "dtype": "float16", "tile": tile_name(), "summary": found["lines"],
               "bound_us": found["bound_us"], "bound_ratio_to_torch": found["bound_ratio_to_torch"], "checks": checks,

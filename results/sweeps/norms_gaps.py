@@ -78,6 +78,7 @@ from grader.notebook_code import exec_cell  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 import graph_timing  # noqa: E402
+from records import shown_path  # noqa: E402
 
 OUT = ROOT / "results" / "norms_gaps_sweep.json"
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -878,12 +879,6 @@ def apply_fit(kind: str, best: dict | None) -> str:
         nbformat.write(nb, path)
     return f"{chapter}: " + (", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()) if changed
                              else "the fitted constants are the notebook's already")
-
-
-def shown_path(path: Path) -> str:
-    """``path`` relative to the repository when it is inside it (as a command would name it)."""
-    path = Path(path).resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 if __name__ == "__main__":

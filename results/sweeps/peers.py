@@ -36,7 +36,6 @@ and is listed under ``explained`` instead of ``flagged``.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import statistics
 import sys
@@ -47,7 +46,6 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cells_starting_with, load_namespace  # noqa: E402
@@ -55,6 +53,7 @@ from triton_course.bench import METHOD, copy_bandwidth, gbps, steady_rounds  # n
 
 sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 import graph_timing  # noqa: E402
+from records import provenance  # noqa: E402
 
 ROUNDS = 7
 OUT = ROOT / "results" / "peers.json"
@@ -285,10 +284,7 @@ def main(argv: list[str]) -> int:
         rows += measure(kind, ns, name, ref, lt, args.timing)
     flagged = [r for r in rows if r["flags"] and "explained" not in r]
     explained = [r for r in rows if "explained" in r]
-    record = {"chapter": "peers of the memory-bound references",
-              "command": "python results/sweeps/peers.py " + " ".join(argv),
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+    record = {**provenance("peers of the memory-bound references", "python results/sweeps/peers.py " + " ".join(argv)),
               "liger_kernel": getattr(lt, "__version__", None) if lt is not None else None,
               "copy_gbps": round(copy_bandwidth(), 1),
               "method": graph_timing.METHOD if args.timing == "graphs" else METHOD, "rounds": ROUNDS, "launchers": launchers,

@@ -13,7 +13,6 @@ same-size contiguous copy (``torch.clone``) for the ceiling. GB/s count the byte
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import io
 import json
 import statistics
@@ -22,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -29,6 +29,7 @@ import triton  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
 from triton_course.bench import METHOD, gbps, steady_rounds  # noqa: E402
+from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "07_matmul_relu_realign_copy.json"
 SHAPES = [(3000, 3000, torch.float16), (5000, 3000, torch.float16), (3000, 3000, torch.bfloat16)]
@@ -73,9 +74,7 @@ def main() -> None:
         rows.append(row)
         print(f"{R}x{C} {row['dtype']}:", ", ".join(f"{n} {v:.1f} us" for n, v in row["us"].items()), flush=True)
     OUT.write_text(json.dumps({
-        "chapter": "07_matmul_relu: the copy of b onto 128-byte rows", "command": "python results/sweeps/realign_copy.py",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+        **provenance("07_matmul_relu: the copy of b onto 128-byte rows", "python results/sweeps/realign_copy.py"),
         "method": METHOD, "rounds": ROUNDS, "notebook_copy_tile": list(ns["COPY_TILE"]), "rows": rows}, indent=1) + "\n")
     print("wrote", OUT)
 

@@ -25,7 +25,6 @@ GB/s counts x read once, y written once and the weight once.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -41,6 +40,7 @@ import triton  # noqa: E402
 
 import norms_gaps  # noqa: E402
 from grader.notebook_code import exec_cell  # noqa: E402
+from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "06_rmsnorm_bodies.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -170,10 +170,8 @@ def main() -> int:
         rows.append(row)
         print(f"{m}x{n} {row['dtype']}:", ", ".join(f"{k} {v:.0f}" for k, v in sorted(gbps.items(), key=lambda kv: -kv[1])),
               flush=True)
-    record = {"chapter": "06_rmsnorm: kernel bodies against Liger-Kernel's at the same launch",
-              "command": "python results/sweeps/rmsnorm_bodies.py",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+    record = {**provenance("06_rmsnorm: kernel bodies against Liger-Kernel's at the same launch",
+                           "python results/sweeps/rmsnorm_bodies.py"),
               "liger_kernel": getattr(lt, "__version__", None) or norms_gaps._version("liger-kernel"),
               "copy_gbps": round(copy_bandwidth(), 1),
               "method": "triton_course.bench.steady_rounds: medians of 7 interleaved rounds on rotating fresh inputs; "

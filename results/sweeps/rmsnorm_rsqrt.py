@@ -22,7 +22,6 @@ kernel's GB/s), so the per-row arithmetic is not what Liger-Kernel leads by at 2
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -34,9 +33,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "results" / "sweeps")]
 
 import nbformat  # noqa: E402
 import torch  # noqa: E402
-import triton  # noqa: E402
 
 import peers  # noqa: E402
+from records import provenance  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cell, load_namespace  # noqa: E402
 from triton_course.bench import METHOD, gbps, steady_rounds  # noqa: E402
@@ -106,9 +105,7 @@ def main() -> int:
     summary = [f"{r['rows']}x{r['width']} {r['dtype']}: rsqrt / 1/sqrt {r['rsqrt_over_reference']}; to the best peer "
                f"({r['best_peer']}) 1/sqrt {r['ratio_to_best_peer']['reference']}, rsqrt "
                f"{r['ratio_to_best_peer']['reference, rsqrt']}" for r in rows]
-    record = {"chapter": "06_rmsnorm: rstd by 1/sqrt or by rsqrt", "command": "python results/sweeps/rmsnorm_rsqrt.py",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+    record = {**provenance("06_rmsnorm: rstd by 1/sqrt or by rsqrt", "python results/sweeps/rmsnorm_rsqrt.py"),
               "liger_kernel": getattr(__import__("liger_kernel"), "__version__", "?") if lt else None,
               "method": METHOD + f"; medians of {peers.ROUNDS} interleaved rounds",
               "summary": summary, "wrong": wrong, "rows": rows}

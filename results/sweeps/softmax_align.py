@@ -20,7 +20,6 @@ the reference, the ALIGN=1 launch, the peers and the copy, 9 rounds.
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import statistics
 import sys
@@ -36,6 +35,7 @@ import triton  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
 from launch_sweep import _version, liger_softmax  # noqa: E402
+from records import provenance  # noqa: E402
 from triton_course.bench import METHOD, copy_bandwidth, gbps, steady_rounds  # noqa: E402
 
 OUT = ROOT / "results" / "05_softmax_align_sweep.json"
@@ -141,10 +141,8 @@ def main() -> int:
               f"{best_aligned} {medians[best_aligned]:.0f} ({row['aligned_of_copy']:.3f}); best peer {best_peer} "
               f"{medians[best_peer]:.0f}; copy {medians['same-size copy']:.0f}", flush=True)
         torch.cuda.empty_cache()
-    record = {"chapter": "05_softmax: 16-byte loads for rows that are not a multiple of 16 long",
-              "command": "python results/sweeps/softmax_align.py",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+    record = {**provenance("05_softmax: 16-byte loads for rows that are not a multiple of 16 long",
+                           "python results/sweeps/softmax_align.py"),
               "liger_kernel": _version("liger-kernel"), "copy_gbps": round(copy_bandwidth(), 1), "method": METHOD,
               "rounds": {"round1": FIRST, "round2": FINAL}, "rows": rows_out}
     OUT.write_text(json.dumps(record, indent=1) + "\n")

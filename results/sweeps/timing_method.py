@@ -20,7 +20,6 @@ the ceiling at each size; the kernels are the chapter 05/06 references and their
 from __future__ import annotations
 
 import collections
-import datetime as dt
 import importlib.util
 import json
 import statistics
@@ -30,12 +29,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
+from records import provenance  # noqa: E402
 
 FLUSH: list[torch.Tensor] = []   # the 256 MB buffer that empties the L2, allocated by main()
 ROUNDS = 7
@@ -140,9 +140,7 @@ def summary(record: dict) -> list[str]:
 
 def main() -> None:
     FLUSH.append(torch.empty(256 * 2**20 // 4, device="cuda"))
-    out = {"chapter": "timing_method", "command": "python results/sweeps/timing_method.py",
-           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+    out = {**provenance("timing_method", "python results/sweeps/timing_method.py"),
            "l2_bytes": torch.cuda.get_device_properties(0).L2_cache_size, "rounds": ROUNDS}
     warm = torch.empty(2**26, device="cuda")
     for _ in range(3000):

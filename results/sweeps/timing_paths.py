@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import graph_timing
     import timing_position
-    from norms_gaps import shown_path
+    from records import shown_path
     from triton_course import bench
 
     def make():

@@ -41,6 +41,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 import norms_gaps  # noqa: E402
+import records  # noqa: E402
 from graph_timing import graph_rounds  # noqa: E402
 import rmsnorm_bodies  # noqa: E402
 
@@ -205,7 +206,7 @@ def main() -> int:
     record = {"what": "A/A test of steady_rounds: identical functions at different places in a round's order",
               "command": "python results/sweeps/timing_position.py" + (" --sleep-probe" if args.sleep_probe else "")
                          + (" --graphs" if args.graphs else "") + (f" --rounds {args.rounds}" if args.rounds != 7 else "")
-                         + (f" --out {norms_gaps.shown_path(args.out)}" if args.out.resolve() != OUT else ""),
+                         + (f" --out {records.shown_path(args.out)}" if args.out.resolve() != OUT else ""),
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "rounds": args.rounds, "rows": rows}

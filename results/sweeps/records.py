@@ -1,0 +1,31 @@
+"""What every record in results/ starts with, and how a record names its --out: shared by the scripts here.
+
+A record is a JSON file that a script writes after measuring on a GPU. Its first keys say what was measured
+(``chapter``), the command that measures it again (``command``), when (``date``, UTC) and with what (``device``,
+``torch``, ``triton``): :func:`provenance`. A command names its ``--out`` as typed in the repository's root when
+the file is inside the repository, so that the record does not carry the path of the machine that made it:
+:func:`shown_path`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def provenance(chapter: str, command: str) -> dict[str, str]:
+    """The first keys of a record made now on this process's GPU: chapter, command, date, device, torch, triton."""
+    import torch
+    import triton
+
+    return {"chapter": chapter, "command": command,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+
+
+def shown_path(path: Path) -> str:
+    """``path`` relative to the repository when it is inside it (as a command would name it)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
