@@ -700,6 +700,17 @@ def test_copy_rows_copies_rows_that_start_anywhere(ns, offset, width):
     assert back[:offset].isnan().all()                          # nothing written before the matrix
 
 
+@pytest.mark.parametrize("wide", [False, True])
+def test_the_flat_copy_puts_every_element_in_its_row(ns, wide):
+    """copy_flat_kernel (copy_rows' path for a contiguous source whose rows start anywhere) with 32- and 64-bit
+    indices: 37 rows of 77 values land in rows 128 bytes apart, the last program's tail masked, and nothing
+    lands in the padding after each row."""
+    src = torch.randn(37, 77, dtype=torch.float16)
+    wide_rows = torch.full((37, 128), float("nan"), dtype=torch.float16)
+    ns["copy_flat_kernel"][(-(-37 * 77 // 512),)](src, wide_rows, 37 * 77, 77, 128, BLOCK=512, WIDE=wide)
+    assert torch.equal(wide_rows[:, :77], src) and wide_rows[:, 77:].isnan().all()
+
+
 @pytest.mark.parametrize("m, n, k, b_t", [(45, 71, 33, False), (45, 71, 33, True), (33, 95, 130, False),
                                           (33, 95, 130, True), (40, 64, 17, False)])
 def test_odd_sizes_take_the_hopper_path_through_copies(ns, m, n, k, b_t):
