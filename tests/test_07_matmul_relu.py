@@ -983,6 +983,14 @@ def test_the_odd_size_probe_runs_every_path_under_the_interpreter(tmp_path):
     assert proc.stdout.count("copies + Hopper kernel: ok") == 3 and "WRONG" not in proc.stdout, proc.stdout[-2000:]
 
 
+def test_the_unaligned_copy_probe_checks_every_copy_under_the_interpreter(tmp_path):
+    """`results/sweeps/unaligned_copy.py --dry-run`: every copy it times (the notebook's, the row-by-row kernel at
+    each tile, the flat walks, torch's) copies a 45 x 77 matrix exactly, into padded rows and out of them."""
+    proc = _dry_run("unaligned_copy.py", "--dry-run", "--out", str(tmp_path / "copy.json"), timeout=600)
+    assert not (tmp_path / "copy.json").exists(), "a dry run records nothing"
+    assert proc.stdout.count("45x77:") == 2 and "WRONG" not in proc.stdout and "flat 4096 w4 ok" in proc.stdout
+
+
 def test_recorded_sweep_holds_the_keys_the_notebook_reads():
     path = ROOT / "results" / "07_matmul_relu_sweep.json"
     if not path.exists():
