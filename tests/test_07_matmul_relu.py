@@ -548,7 +548,6 @@ def test_the_hopper_rule_names_its_case_and_its_choice(ns):
     assert case(*_meta(3000, 3000, 3000)) == case(*_meta(4000, 3000, 5000)) == "a size not a multiple of 16"
     assert case(*_meta(4096, 4096, 4096, transpose_b=True)) == case(*_meta(3000, 3000, 3000, True)) == "b = w.t()"
     assert case(*_meta(4096, 4096, 4096)) == "multiples of 16, b row-major"
-    # rows 6002 bytes apart: no descriptor can read a as it is, so the plan copies it onto 128-byte rows first
     # rows 6002 bytes apart: a descriptor can read a only after the copy onto 128-byte rows that tma_plan asks for;
     # under the interpreter the exercise's kernel takes such rows (hopper_case's docstring)
     plan = lambda a, b: ns["tma_plan"](a, b, ns["GPU_TMA_TILES"]["128x256x64 s3w8"], programs=132)[2]  # noqa: E731
@@ -689,8 +688,9 @@ def test_realigned_copies_every_value_onto_128_byte_rows(ns, dtype):
 def test_copy_rows_copies_rows_that_start_anywhere(ns, offset, width):
     """copy_rows moves 16 bytes per instruction only where every row of source and destination starts on a
     16-byte boundary and the width fills whole 16 bytes (ALIGN); rows of odd width, or a matrix that starts
-    ``offset`` elements past its allocation, take smaller steps, and every value still arrives (an ALIGN too
-    large for them would round the width down, or the kernel would read across row starts)."""
+    ``offset`` elements past its allocation, go through the flat walk (a contiguous source, into padded rows) or
+    smaller ALIGN steps (back out of them), and every value still arrives (an ALIGN too large for them would round
+    the width down, or the kernel would read across row starts)."""
     src = torch.randn(37 * width + offset, dtype=torch.float16)[offset:].view(37, width)
     dst = ns["padded_rows"](37, width, like=src)
     assert dst.stride(0) * 2 % 128 == 0 and dst.data_ptr() % 16 == 0   # (CUDA's allocator: 512-byte starts)
@@ -717,7 +717,7 @@ def test_odd_sizes_take_the_hopper_path_through_copies(ns, m, n, k, b_t):
     """Rows that do not start on 16-byte boundaries (K or N odd) no longer send a large product to the exercise's
     kernel on a GPU, which loads them one element at a time (about 100 TFLOP/s on an H200, cuBLAS too): the plan
     copies a and b onto 128-byte rows, computes c in padded rows when N is odd and copies it into c
-    (results/07_matmul_relu_odd_sizes.json: 1.7-4x cuBLAS). Here, with the interpreter's 4 programs and tiles,
+    (results/07_matmul_relu_odd_sizes.json: 2.6-4.7x cuBLAS). Here, with the interpreter's 4 programs and tiles,
     through tma_plan and tma_launch (hopper_case keeps the exercise's kernel for such rows under the
     interpreter): correct, c contiguous, and the last wave cut along K with c padded (33 x 95 x 130: its pieces
     are added up into c's padded rows, whose length is not N). The pieces' counters are zeroed by each call: a
