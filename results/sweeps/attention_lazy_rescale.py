@@ -37,8 +37,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
-if "--dry-run" in sys.argv:   # Triton reads this when it is imported: its own functions must be interpreted too
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+import records  # noqa: E402
+
+records.interpret_if_dry_run()
 
 import nbformat  # noqa: E402
 import torch  # noqa: E402
@@ -47,7 +48,6 @@ import torch.nn.functional as F  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cell, load_namespace  # noqa: E402
 from triton_course.attention import INTERPRETER_CONFIG, attention_reference, pinned_config  # noqa: E402
-from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "09_attention_lazy_rescale.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -177,8 +177,8 @@ def main() -> int:
                            + ", ".join(f"N={r['N']} {r['lazy_over_as_is']}" for r in mine)
                            + "; lazy / SDPA " + ", ".join(str(r["ratio_to_sdpa"]["lazy"]) for r in mine)
                            + "; as is / SDPA " + ", ".join(str(r["ratio_to_sdpa"]["as is"]) for r in mine))
-    record = {**provenance("09_attention: the running output rescaled only when a row's maximum jumps",
-                           "python results/sweeps/attention_lazy_rescale.py"),
+    record = {**records.provenance("09_attention: the running output rescaled only when a row's maximum jumps",
+                                   "python results/sweeps/attention_lazy_rescale.py"),
               "method": "triton_course.bench.steady_rounds: medians of 5 interleaved rounds, fresh inputs; float16, "
                         "Z = 4, H = 2048 / D; each case at the notebook's own launch (HOPPER_CONFIGS)",
               "summary": summary, "wrong": bad, "rows": rows}

@@ -50,8 +50,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
-if "--dry-run" in sys.argv:   # Triton reads this when it is imported: its own functions must be interpreted too
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+import records  # noqa: E402
+
+records.interpret_if_dry_run()
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -61,7 +62,6 @@ from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cell, load_namespace  # noqa: E402
 from triton_course.attention import (INTERPRETER_CONFIG, AttentionConfig, attention_reference,  # noqa: E402
                                      pinned_config)
-from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "09_attention_persistent.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -309,8 +309,8 @@ def main() -> int:
     if dry:
         return 1 if bad else 0
     summary = summarize(rows)
-    record = {**provenance("09_attention: persistent programs and two programs per SM at D = 128",
-                           "python results/sweeps/attention_persistent.py"),
+    record = {**records.provenance("09_attention: persistent programs and two programs per SM at D = 128",
+                                   "python results/sweeps/attention_persistent.py"),
               "method": "triton_course.bench.steady_rounds: medians of 5 interleaved rounds, fresh inputs; "
                         "float16, Z = 4, H = 16, D = 128",
               "compiled": COMPILED, "summary": summary,

@@ -35,8 +35,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
-if "--dry-run" in sys.argv:   # Triton reads this when it is imported: its own functions must be interpreted too
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+import records  # noqa: E402
+
+records.interpret_if_dry_run()
 
 import nbformat  # noqa: E402
 import torch  # noqa: E402
@@ -46,7 +47,6 @@ from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cell, load_namespace  # noqa: E402
 from triton_course.attention import (INTERPRETER_CONFIG, AttentionConfig, attention_reference,  # noqa: E402
                                      pinned_config)
-from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "09_attention_pipelined.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -169,8 +169,8 @@ def main() -> int:
             summary.append(f"{name}, D={d}, {'causal' if causal else 'not causal'}: pipelined / as is "
                            + ", ".join(f"N={r['N']} {r['pipelined_over_as_is']}" for r in mine)
                            + "; as is / SDPA " + ", ".join(str(r["ratio_to_sdpa"]["as is"]) for r in mine))
-    record = {**provenance("09_attention: the unmasked loop pipelined by hand",
-                           "python results/sweeps/attention_pipelined.py"),
+    record = {**records.provenance("09_attention: the unmasked loop pipelined by hand",
+                                   "python results/sweeps/attention_pipelined.py"),
               "method": "triton_course.bench.steady_rounds: medians of 5 interleaved rounds, fresh inputs; float16, "
                         "Z = 4, H = 2048 / D", "summary": summary, "wrong": [list(b) for b in bad], "rows": rows}
     args.out.write_text(json.dumps(record, indent=1) + "\n")

@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
-if "--dry-run" in sys.argv:   # Triton reads this when it is imported: its own functions must be interpreted too
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+import records  # noqa: E402
+
+records.interpret_if_dry_run()
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -42,7 +43,6 @@ import triton  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
 from triton_course.matmul import matmul_flops, tolerance  # noqa: E402
-from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "07_matmul_relu_odd_sizes.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -153,8 +153,8 @@ def main() -> int:
     summary = [f"{r['name']}: reference {r['tflops']['reference']} TFLOP/s ({r['ratio_to_torch']['reference']} of "
                f"torch's {r['tflops']['torch']}), before {r['tflops']['exercise kernel (before)']}; copies "
                f"{r['us']['copies alone']} of the reference's {r['us']['reference']} us" for r in rows]
-    record = {**provenance("07_matmul_relu: sizes whose rows do not start on 16-byte boundaries",
-                           "python results/sweeps/matmul_odd_sizes.py"),
+    record = {**records.provenance("07_matmul_relu: sizes whose rows do not start on 16-byte boundaries",
+                                   "python results/sweeps/matmul_odd_sizes.py"),
               "method": "triton_course.bench.steady_rounds: medians of 7 interleaved rounds, fresh inputs",
               "summary": summary, "wrong": wrong,
               "torch_outside_tolerance": {r["name"]: r["checks"]["torch"]["max_abs_error"] for r in rows

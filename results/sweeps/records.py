@@ -10,9 +10,18 @@ the file is inside the repository, so that the record does not carry the path of
 from __future__ import annotations
 
 import datetime as dt
+import os
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def interpret_if_dry_run() -> None:
+    """Under ``--dry-run``, choose Triton's interpreter. Call it before Triton is imported: Triton reads
+    TRITON_INTERPRET then, and its own functions (``tl.max``) must be interpreted too."""
+    if "--dry-run" in sys.argv:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def provenance(chapter: str, command: str) -> dict[str, str]:

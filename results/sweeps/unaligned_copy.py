@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 
-if "--dry-run" in sys.argv:   # Triton reads this when it is imported: its own functions must be interpreted too
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+import records  # noqa: E402
+
+records.interpret_if_dry_run()
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -39,7 +40,6 @@ import triton.language as tl  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
-from records import provenance  # noqa: E402
 
 OUT = ROOT / "results" / "07_matmul_relu_unaligned_copy.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -150,8 +150,8 @@ def main() -> int:
     if dry:
         return 1 if wrong else 0
     from triton_course.bench import METHOD
-    record = {**provenance("07_matmul_relu: copies where rows do not start on 16-byte boundaries",
-                           "python results/sweeps/unaligned_copy.py"),
+    record = {**records.provenance("07_matmul_relu: copies where rows do not start on 16-byte boundaries",
+                                   "python results/sweeps/unaligned_copy.py"),
               "method": METHOD, "rounds": 7, "notebook_copy_tile": list(ns["COPY_TILE"]), "wrong": wrong,
               "rows": rows}
     args.out.write_text(json.dumps(record, indent=1) + "\n")
