@@ -46,6 +46,28 @@ def test_kernel_launches_are_counted():
     assert launches.count == 0
 
 
+@triton.jit
+def _copy_through_descriptors(src_desc, dst_desc, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK
+    dst_desc.store([i], src_desc.load([i]))
+
+
+def test_a_tensor_written_through_a_host_descriptor_counts_as_received():
+    """Chapters 07 and 09 teach TensorDescriptor: a launcher that hands its output to the kernel only inside a
+    host descriptor has still given it to the kernel, and must not be told that no launch received it (its
+    relaunch re-creates the descriptor, so the judge grades the kernel's own work either way). A tensor that
+    no launch saw, by pointer or by descriptor, is still not counted."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    x, out, bystander = torch.randn(64), torch.empty(64), torch.empty(64)
+    with integrity.KernelLaunches() as launches:
+        _copy_through_descriptors[(4,)](TensorDescriptor.from_tensor(x, [16]), TensorDescriptor.from_tensor(out, [16]),
+                                        BLOCK=16)
+    assert torch.equal(out, x) and launches.count == 1
+    assert {x.untyped_storage().data_ptr(), out.untyped_storage().data_ptr()} <= launches.written
+    assert bystander.untyped_storage().data_ptr() not in launches.written
+
+
 def test_a_timed_function_that_skips_its_launch_is_caught(monkeypatch):
     """The performance checks time a function many times on a few input sets; one that caches its result
     and launches nothing on repeated calls must not be graded on the speed of its cache."""

@@ -139,6 +139,41 @@ def add_value_by_value(x, y):
     return out
 
 
+@triton.jit
+def _add_desc_kernel(x_desc, y_desc, out_desc, BLOCK: tl.constexpr):
+    """out = x + y, every tensor read and written through a host tensor descriptor."""
+    i = tl.program_id(0) * BLOCK
+    out_desc.store([i], x_desc.load([i]) + y_desc.load([i]))
+
+
+@triton.jit
+def _touch_nothing_kernel(out_desc):
+    pass
+
+
+def add_through_descriptors(x, y):
+    """Honest: the output reaches the kernel only inside a TensorDescriptor (chapters 07 and 09 teach them)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    out = torch.empty_like(x)
+    x_d, y_d, out_d = (TensorDescriptor.from_tensor(t, [256]) for t in (x, y, out))
+    _add_desc_kernel[(triton.cdiv(x.numel(), 256),)](x_d, y_d, out_d, BLOCK=256)
+    return out
+
+
+def add_behind_a_descriptor_decoy(x, y):
+    """PyTorch's answer from another thread, with the output handed to a kernel inside a descriptor that the
+    kernel never writes through: the launch "received" it, and the re-run still computes nothing."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    out = torch.empty_like(x)
+    _touch_nothing_kernel[(1,)](TensorDescriptor.from_tensor(out, [256]))
+    helper = threading.Thread(target=lambda: out.copy_(x + y))
+    helper.start()
+    helper.join()
+    return out
+
+
 def session(tmp_path, allowed=None, **fns) -> JudgeSession:
     s = JudgeSession(InProcessTransport(dict(fns), tmp_path), allowed_kernels=allowed)
     s.build_namespace([], list(fns))
@@ -153,7 +188,8 @@ def _check(s, n=700):
     check(s.base["add"], (torch.randn(n), torch.randn(n)), reference, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("fn", [add, add_in_two_halves_with_a_callable_grid, add_with_a_kept_buffer])
+@pytest.mark.parametrize("fn", [add, add_in_two_halves_with_a_callable_grid, add_with_a_kept_buffer,
+                                add_through_descriptors])
 def test_honest_launchers_are_graded_as_re_run(tmp_path, fn):
     s = session(tmp_path, add=fn)
     for n in (1, 300, 1000, 4097):
@@ -174,7 +210,8 @@ def test_a_kept_buffer_is_followed_and_freed(tmp_path):
 
 
 @pytest.mark.parametrize("fn", [add_pytorch_in_a_thread, add_with_the_operator_log_off,
-                                add_with_a_buffer_made_before_any_call, add_from_python_values])
+                                add_with_a_buffer_made_before_any_call, add_from_python_values,
+                                add_behind_a_descriptor_decoy])
 def test_work_outside_the_recorded_launches_earns_nothing(tmp_path, fn):
     s = session(tmp_path, add=fn)
     with pytest.raises(CheckFailed, match="do not compute") as err:

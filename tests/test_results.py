@@ -197,7 +197,7 @@ def test_odd_sizes_copy_their_rows_and_outrun_cublas_as_chapter_07_says():
                if (row["m"], row["n"], row["k"]) == (3001, 2999, 3007))
     assert odd["reference_config"]["kernel"] == "matmul_relu_tma_kernel" and odd["ratio_autotuned_to_torch"] >= 1.5
     text = _solution_text("07_matmul_relu")
-    assert "results/07_matmul_relu_odd_sizes.json" in text and "2.6-4.7x as fast as cuBLAS" in text
+    assert "results/07_matmul_relu_odd_sizes.json" in text and "2.5-4.8x as fast as cuBLAS" in text
 
 
 def test_misaligned_rows_are_copied_by_loads_that_stay_16_bytes_wide_as_chapter_07_says():
@@ -235,23 +235,42 @@ def test_the_realigning_copy_is_a_kernel_at_twice_the_speed_of_torchs_strided_co
 
 
 def test_matmul_sweep_keeps_up_with_cublas_except_near_3000_cubed():
-    """With b copied onto 128-byte rows by a kernel: 95% of torch's relu(a @ b) or more at every shape of the
-    sweep but 3000^3 (either layout of b), which is at 78% or more, and the copy is in the profile."""
+    """With b copied onto 128-byte rows by a kernel and the last wave's pieces added up by a kernel of their own:
+    95% of torch's relu(a @ b) or more at every shape of the sweep but 3000^3 (either layout of b), which is at
+    85% or more, and both kernels are in the profile."""
     r = _result("07_matmul_relu_sweep")
     for row in r["shapes"]:
         ratio = row["tflops"]["reference"] / row["tflops"]["torch"]
-        assert ratio >= (0.78 if row["name"].startswith("3000^3") else 0.95), (row["name"], row["dtype"], ratio)
+        assert ratio >= (0.85 if row["name"].startswith("3000^3") else 0.95), (row["name"], row["dtype"], ratio)
     assert r["verdict"]["every_variant_correct"]
     assert all(entry.startswith("3000^3") for entry in r["verdict"]["below_95pct"]), r["verdict"]
     assert any("copy_rows_kernel" in str(listing) for listing in r["profile"]), r["profile"]
+    assert any("add_pieces_kernel" in str(listing) for listing in r["profile"]), r["profile"]
     assert r["host"]["host_ratio_reference_to_torch"] <= 2
+
+
+def test_the_autotuner_no_longer_times_tiles_that_leave_most_sms_idle():
+    """results/07_matmul_relu_sweep_unpruned.json kept the run in which the autotuner, timing every config at
+    1024^3 bfloat16, took 128 x 256 tiles (32 of them for 132 SMs) and the reference fell to two thirds of
+    torch's speed. With tiles_fill_half_the_sms pruning such configs, every 1024^3 row of the sweep runs tiles
+    that number at least half the SMs, at 95% of torch or more."""
+    before = _result("07_matmul_relu_sweep_unpruned")
+    bad = next(row for row in before["shapes"] if row["name"] == "1024^3" and row["dtype"] == "bfloat16")
+    cfg = bad["reference_config"]
+    assert (1024 // cfg["BLOCK_M"]) * (1024 // cfg["BLOCK_N"]) < 66 and bad["ratio_reference_to_torch"] < 0.8
+    for row in (r for r in _result("07_matmul_relu_sweep")["shapes"] if r["name"] == "1024^3"):
+        cfg = row["reference_config"]
+        assert (1024 // cfg["BLOCK_M"]) * (1024 // cfg["BLOCK_N"]) >= 66, row["dtype"]
+        assert row["ratio_reference_to_torch"] >= 0.95, row["dtype"]
 
 
 def test_the_3000_cube_is_bounded_by_its_full_waves_last_wave_and_copy():
     """results/07_matmul_relu_tail.json: the reference's time at 3000^3 is its parts (copy + kernel, within 5%);
     the last wave costs more than a tenth of a wave however it is cut; descriptors with another L2 promotion and
     pointer loads both stay at least 10% slower on misaligned rows of b than on 128-byte rows; and the bound the
-    summary computes from these is under issue 15's 95% of torch, as chapter 07's appendix says."""
+    summary computes from these is under issue 15's 95% of torch, as chapter 07's appendix says. Adding the
+    pieces up in add_pieces_kernel costs under half of what it cost when the program that finished a tile's last
+    piece did it alone, and takes at least 4 us off the kernels' time."""
     r = _result("07_matmul_relu_tail")
     assert r["command"] == "python results/sweeps/matmul_tail.py" and "H200" in r["device"]
     assert r["shape"] == [3000, 3000, 3000] and all(c["correct"] for c in r["checks"].values()), r["checks"]
@@ -265,6 +284,9 @@ def test_the_3000_cube_is_bounded_by_its_full_waves_last_wave_and_copy():
                        ("unaligned b, narrow x4, L2 promotion 256B", "narrow x4, L2 promotion 256B"),
                        ("b by pointers, unaligned b, narrow x4", "b by pointers, 128-byte rows, narrow x4")):
         assert us[slow] >= 1.1 * us[fast], (slow, fast)
+    adding_now = us[plan] - us["split 5, not reduced"]
+    adding_before = us["split 5, added by the last piece"] - us["split 5, not reduced"]
+    assert adding_now < 0.5 * adding_before and us[plan] + 4 <= us["split 5, added by the last piece"], us
     bound = us["full waves only"] + (us["split 5, not reduced"] - us["full waves only"]) + us["copy of b"]
     assert r["bound_us"] == round(bound, 2) and r["bound_ratio_to_torch"] == round(us["torch"] / bound, 3) < 0.95
 

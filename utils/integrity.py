@@ -14,6 +14,7 @@ by the grader's judge in another process (:mod:`grader.judge`), which checks eve
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import threading
@@ -64,6 +65,19 @@ def _launch_points() -> list[tuple[type, str]]:
 _DEPTH = threading.local()
 
 
+def received_storages(values: tuple) -> set[int]:
+    """The storages (data pointers) of the tensors among a launch's arguments, and of the tensors inside
+    Triton's own argument objects: a host ``TensorDescriptor`` hands its ``base`` to the kernel as surely as
+    a pointer does."""
+    found = set()
+    for v in values:
+        if hasattr(v, "untyped_storage"):
+            found.add(v.untyped_storage().data_ptr())
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type) and type(v).__module__.startswith("triton."):
+            found |= received_storages(tuple(getattr(v, f.name) for f in dataclasses.fields(v)))
+    return found
+
+
 def inside_launch() -> bool:
     """Whether this thread is inside a Triton launch (whose own PyTorch calls are not the student's)."""
     return getattr(_DEPTH, "n", 0) > 0
@@ -89,8 +103,7 @@ class KernelLaunches:
                 step = None
                 if not kwargs.get("warmup", False):
                     self.count += 1
-                    self.written.update(a.untyped_storage().data_ptr() for a in (*args, *kwargs.values())
-                                        if hasattr(a, "untyped_storage"))
+                    self.written.update(received_storages((*args, *kwargs.values())))
                     if self.record is not None and not inside_launch():
                         step = self._record(fn_self, args, kwargs)
                 _DEPTH.n = getattr(_DEPTH, "n", 0) + 1

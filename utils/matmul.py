@@ -514,7 +514,7 @@ def _run_compile_driver(kernel, jobs: list[dict]) -> list[CompileReport]:
 
 def compile_tma_reports(kernel, cases: Sequence[dict]) -> list[CompileReport]:
     """Compile the reference's Hopper kernel (chapter 07's ``matmul_relu_tma_kernel``: descriptors of a, b,
-    b's extra columns, c and c's extra columns, then c, the pieces' buffers and five integers) once per case:
+    b's extra columns, c and c's extra columns, then the pieces' buffer and five integers) once per case:
     ``tile`` (its meta-parameters, ``num_stages`` and ``num_warps`` among them), ``transpose_b``,
     ``split_tail``, and optionally ``dtype`` (float16), ``programs`` (132) and ``arch`` (90). Needs no GPU."""
     jobs = []
@@ -532,10 +532,10 @@ def compile_tma_reports(kernel, cases: Sequence[dict]) -> list[CompileReport]:
                      "b2_desc": f"tensordesc<{dt}[{e}, {bk}]>" if b_t else f"tensordesc<{dt}[{bk}, {e}]>",
                      "c_desc": f"tensordesc<{dt}[{bm}, {half}]>",
                      "c2_desc": f"tensordesc<{dt}[{bm}, {extra or half}]>",
-                     "c_ptr": f"*{dt}", "partial_ptr": "*fp32", "count_ptr": "*i32"}
+                     "partial_ptr": "*fp32"}
         num_warps, num_stages = tile.pop("num_warps"), tile.pop("num_stages")
         constants = dict(tile, EXTRA_N=extra, B_T=b_t, PROGRAMS=case.get("programs", 132),
-                         SPLIT_TAIL=case["split_tail"], SUB_N=min(64, bn, extra or 64))
+                         SPLIT_TAIL=case["split_tail"])
         for arg in names:
             if arg not in signature:
                 signature[arg] = "constexpr" if arg in constants else "i32"

@@ -89,7 +89,6 @@ def direct_launch(ns: dict, tile: str, pad_c: bool):
             cols = bn // 2 if meta["HALVES"] else bn
             args[3] = TensorDescriptor(c, [M, N], [c.stride(0), 1], [bm, cols])
             args[4] = TensorDescriptor(c, [M, N], [c.stride(0), 1], [bm, extra]) if extra else args[3]
-            args[5] = c
         ns["matmul_relu_tma_kernel"][grid](*args, **meta)
         return c
     return run

@@ -7,8 +7,9 @@
         records nothing)
 
 At 3000^3 the notebook's 128 x 256 tiles number 288: two full waves of 132 programs and 24 tiles left over. The
-notebook cuts those 24 along K into 5 pieces each and the program that finishes a tile's last piece adds all 5
-up (results/07_matmul_relu_tail.json: 25 us for the last wave, 11 of them adding up). Stream-K (Osama et al.,
+notebook cuts those 24 along K into 5 pieces each; when this probe was recorded (results/07_matmul_relu_streamk.json),
+the program that finished a tile's last piece added all 5 up (25 us for the last wave, 11 of them adding up);
+since 2026-11-28 a second kernel does (results/07_matmul_relu_tail.json). Stream-K (Osama et al.,
 "Stream-K: Work-centric Parallel Decomposition for Dense Matrix-Matrix Multiplication on the GPU", PPoPP 2023)
 instead lays the K-steps of the last ``sk`` tiles end to end and gives every program an equal run of them:
 

@@ -9,30 +9,30 @@
         (recomputes a recorded file's summary from its rows)
 
 At 3000^3 the notebook's 128 x 256 tiles number 288: two full waves of 132 programs and 24 tiles left over. The
-launcher cuts those 24 along K into 5 pieces each; the program that finishes a tile's last piece reads the 5
-float32 pieces back, adds them and stores the tile. Before that, b is copied onto 128-byte rows. This probe
-times, in one process on the same fresh inputs (``triton_course.bench.steady_rounds``, medians of 7
+launcher cuts those 24 along K into 5 pieces each, whose float32 sums the product kernel writes out; a second
+kernel, ``add_pieces_kernel``, adds them up and stores those tiles. Before that, b is copied onto 128-byte rows.
+This probe times, in one process on the same fresh inputs (``triton_course.bench.steady_rounds``, medians of 7
 interleaved rounds), float16:
 
 * ``torch`` (``torch.relu(a @ b)``), ``reference`` (the notebook's ``matmul_relu`` as launched), and ``copy of
   b`` (its ``realigned`` alone);
-* the notebook's kernel alone on a b already on 128-byte rows: ``full waves only`` (the 264 tiles of the two
-  full waves; incomplete output, timing only) and ``split 5 (the plan)``;
-* kernels defined here, the same tile loop: ``split 5, not reduced`` (the pieces written and counted, never added
-  up: timing only), and ``narrow xP`` (the last wave's tiles each cut into P tiles BLOCK_N / P wide, each over
-  all of K: no partial sums; its loop pipelined 3 or 6 stages deep);
+* the notebook's kernels alone on a b already on 128-byte rows: ``full waves only`` (the 264 tiles of the two
+  full waves; incomplete output, timing only), ``split 5 (the plan)`` (the product, then add_pieces_kernel)
+  and ``split 5, not reduced`` (the product alone, its pieces never added up: timing only);
+* kernels defined here, the same tile loop: ``split 5, added by the last piece`` (the notebook's design until
+  2026-11-28: each piece counted itself with an atomic add, and the program that counted a tile's last piece
+  read all of its pieces back, added them and stored the tile: one program per tile), and ``narrow xP`` (the
+  last wave's tiles each cut into P tiles BLOCK_N / P wide, each over all of K: no partial sums; its loop
+  pipelined 3 or 6 stages deep);
 * what misaligned rows of b cost: ``unaligned b, narrow xP`` (the descriptor on b as given, rows 6000 bytes
   apart), the same with the tensor maps re-encoded with another L2 promotion (Triton's host descriptors
   always ask for 128 bytes; the probe re-encodes them through ``cuTensorMapEncodeTiled``), and b read through
   pointers with 16-byte ``cp.async`` copies instead of descriptors, on b as given and on 128-byte rows.
 
-Recorded on an H200 (results/07_matmul_relu_tail.json): the two full waves take 72 us, the last wave 25 us more
-(11 of them adding the pieces up), the copy 12; no way of cutting the last wave tried here costs less than 13
-us, and neither another L2 promotion nor pointer loads remove the cost of misaligned rows. The summary turns
-that into the bound of this design: about 0.92 of cuBLAS at 3000^3, short of issue 15's 0.95. cuBLAS's
-192 x 192 tiles make 256 tiles, under two waves, with no last wave to cut (Triton's blocks are powers of two).
-Every variant whose output is complete is checked against float64 first, twice (the count buffer must be
-ready again for the next call).
+What it found is in results/07_matmul_relu_tail.json and its summary, which turns the parts into the bound of
+this design at 3000^3: full waves, the cheapest last wave and the copy. cuBLAS's 192 x 192 tiles make 256 tiles,
+under two waves, with no last wave to cut (Triton's blocks are powers of two). Every variant whose output is
+complete is checked against float64 first, twice (buffers kept from one call to the next must be ready again).
 """
 
 from __future__ import annotations
@@ -129,11 +129,13 @@ def narrow_tail_kernel(a_desc, b_desc, bn_desc, c_desc, cn_desc, b_ptr, stride_b
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "full_tiles", "split"])
-def unreduced_split_kernel(a_desc, b_desc, c_desc, partial_ptr, count_ptr, M, N, K, full_tiles, split,
+def last_piece_adds_kernel(a_desc, b_desc, c_desc, c_ptr, partial_ptr, count_ptr, M, N, K, full_tiles, split,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                           GROUP_M: tl.constexpr, B_T: tl.constexpr, PROGRAMS: tl.constexpr):
-    """The notebook's kernel (without EXTRA_N and HALVES) with the last wave cut along K, less the reduction:
-    each piece is written and counted as in the notebook, and nobody adds them up (timing only)."""
+                           GROUP_M: tl.constexpr, B_T: tl.constexpr, PROGRAMS: tl.constexpr, SUB_N: tl.constexpr):
+    """The notebook's kernel as it was until 2026-11-28 (without EXTRA_N and HALVES, c contiguous): the last
+    wave cut along K, each piece written and counted with an atomic add; the program that counts a tile's last
+    piece reads every piece back (from L2: .cg), adds them up, applies ReLU, stores the tile and sets the count
+    back to 0 for the next call."""
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -146,11 +148,23 @@ def unreduced_split_kernel(a_desc, b_desc, c_desc, partial_ptr, count_ptr, M, N,
         t = unit // split
         piece = unit % split
         tile_m, tile_n = tile_at(full_tiles + t, tiles_m, tiles_n, GROUP_M)
-        acc, acc2 = tile_sums(a_desc, b_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, piece * k_steps // split,
+        off_m, off_n = tile_m * BLOCK_M, tile_n * BLOCK_N
+        acc, acc2 = tile_sums(a_desc, b_desc, b_desc, off_m, off_n, piece * k_steps // split,
                               (piece + 1) * k_steps // split, BLOCK_M, BLOCK_N, 0, BLOCK_K, B_T)
         tl.store(partial_ptr + unit * tile_elems + rows + tl.arange(0, BLOCK_N)[None, :], acc)
-        tl.debug_barrier()
+        tl.debug_barrier()   # every thread's part of the piece is written before the count goes up
         if tl.atomic_add(count_ptr + t, 1, sem="acq_rel", scope="gpu") == split - 1:
+            row_offs = tl.multiple_of((off_m + tl.arange(0, BLOCK_M)) * N, 8)
+            row_ok = tl.arange(0, BLOCK_M) < M - off_m
+            for j in tl.static_range(BLOCK_N // SUB_N):
+                total = tl.zeros((BLOCK_M, SUB_N), dtype=tl.float32)
+                for q in range(split):
+                    total += tl.load(partial_ptr + (t * split + q) * tile_elems + rows + j * SUB_N
+                                     + tl.arange(0, SUB_N)[None, :], cache_modifier=".cg")
+                col0 = off_n + j * SUB_N
+                tl.store(c_ptr + row_offs[:, None] + col0 + tl.arange(0, SUB_N)[None, :],
+                         tl.maximum(total, 0.0).to(c_ptr.dtype.element_ty),
+                         mask=row_ok[:, None] & (tl.arange(0, SUB_N)[None, :] < tl.multiple_of(N - col0, 8)))
             tl.atomic_xchg(count_ptr + t, 0)
 
 
@@ -158,11 +172,12 @@ def tile_name() -> str:
     return NS["HOPPER_CHOICE"]["a size not a multiple of 16"][0]
 
 
-def plan(a, b, full_only: bool = False):
-    """fn(a, b, bw) running the notebook's kernel alone on bw (b on 128-byte rows) as the launcher plans it
+def plan(a, b, full_only: bool = False, add_pieces: bool = True):
+    """fn(a, b, bw) running the notebook's kernels alone on bw (b on 128-byte rows) as the launcher plans them
     (``fn.split``: the pieces of each tile of the last wave, 1 when it is not cut); ``full_only``: the full
-    waves alone."""
+    waves alone; not ``add_pieces``: the product kernel alone, its pieces never added up."""
     grid, meta, state = NS["tma_plan"](a, b, NS["choose_tile"](a, b, [tile_name()]))
+    state = dict(state, realign_b=False)   # bw is on 128-byte rows already
     (M, K), N = a.shape, b.shape[1]
     if full_only:
         meta = dict(meta, SPLIT_TAIL=False)
@@ -170,6 +185,8 @@ def plan(a, b, full_only: bool = False):
 
     def run(a, b, bw):
         c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+        if add_pieces:
+            return NS["tma_launch"](a, bw, c, grid, meta, state)
         NS["matmul_relu_tma_kernel"][grid](*NS["tma_args"](a, bw, c, meta, state), **meta)
         return c
     run.split = state["split"] if meta["SPLIT_TAIL"] else 1
@@ -188,7 +205,8 @@ def descriptors(a, bw, c, bm: int, bn: int, bk: int):
 def probe_launch(a, b, kind: str, parts: int = 1, split: int = 1, tail_stages: int | None = None,
                  ptr_b: bool = False, aligned_b: bool = True):
     """fn(a, b, bw) with one of this probe's kernels: ``narrow`` (the last wave's tiles in ``parts`` narrower
-    tiles) or ``split`` (cut in ``split`` pieces along K, the pieces never added up: timing only)."""
+    tiles) or ``last piece`` (cut in ``split`` pieces along K, added up by the program that finishes a tile's
+    last piece)."""
     grid, meta, state = NS["tma_plan"](a, b, NS["choose_tile"](a, b, [tile_name()]), split_tail=False)
     (M, K), N = a.shape, b.shape[1]
     bm, bn, bk, programs = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta["PROGRAMS"]
@@ -212,7 +230,8 @@ def probe_launch(a, b, kind: str, parts: int = 1, split: int = 1, tail_stages: i
                                      PARTS=parts, STAGES=stages, TAIL_STAGES=tail_stages or stages, PTR_B=ptr_b,
                                      **common)
         else:
-            unreduced_split_kernel[grid](a_desc, b_desc, c_desc, partial, count, M, N, K, full, split, **common)
+            last_piece_adds_kernel[grid](a_desc, b_desc, c_desc, c, partial, count, M, N, K, full, split,
+                                         SUB_N=min(64, bn), **common)
         return c
     return run
 
@@ -278,7 +297,8 @@ def variants(a, b) -> dict:
     fns["full waves only"] = plan(a, b, full_only=True)
     planned = plan(a, b)
     fns[f"split {planned.split} (the plan)"] = planned
-    fns[f"split {planned.split}, not reduced"] = probe_launch(a, b, "split", split=planned.split)
+    fns[f"split {planned.split}, not reduced"] = plan(a, b, add_pieces=False)
+    fns[f"split {planned.split}, added by the last piece"] = probe_launch(a, b, "last piece", split=planned.split)
     parts = 4 if GPU else 2   # the interpreter's 32-column tiles: 16 columns at least
     for tail_stages in (3, 6) if GPU else (2,):
         fns[f"narrow x{parts}, tail {tail_stages} stages"] = probe_launch(a, b, "narrow", parts=parts,
@@ -331,6 +351,7 @@ def summary(rows: dict) -> dict:
     us = {name: row["us"] for name, row in rows.items()}
     planned = next(name for name in us if name.endswith("(the plan)"))
     not_reduced = next(name for name in us if name.endswith("not reduced"))
+    last_piece = next((name for name in us if name.endswith("added by the last piece")), None)
     narrow = next(name for name in us if name.startswith("narrow x") and name.endswith("tail 3 stages"))
     parts = narrow.split(",")[0]
     cheapest_last_wave = us[not_reduced] - us["full waves only"]
@@ -338,10 +359,13 @@ def summary(rows: dict) -> dict:
     lines = [
         f"torch relu(a @ b) {us['torch']} us; the reference as launched {us['reference']} us "
         f"({rows['reference']['ratio_to_torch']} of torch's speed)",
-        f"the reference's parts: the copy of b {us['copy of b']} us; the kernel alone ({planned}) {us[planned]} us, "
-        f"of which the two full waves {us['full waves only']} us and the last wave "
-        f"{round(us[planned] - us['full waves only'], 2)} us ({round(us[planned] - us[not_reduced], 2)} us of it "
-        f"adding the pieces up)",
+        f"the reference's parts: the copy of b {us['copy of b']} us; the kernels alone ({planned}: the product, "
+        f"then add_pieces_kernel) {us[planned]} us, of which the two full waves {us['full waves only']} us and the "
+        f"last wave {round(us[planned] - us['full waves only'], 2)} us ({round(us[planned] - us[not_reduced], 2)} "
+        f"us of it adding the pieces up)",
+        *([f"the pieces added up instead by the program that counts a tile's last one (the design before): kernel "
+           f"alone {us[last_piece]} us, {round(us[last_piece] - us[not_reduced], 2)} us of it adding them up"]
+          if last_piece else []),
         f"the last wave cut into narrower tiles over all of K ({narrow}): kernel alone {us[narrow]} us",
         f"misaligned rows of b, kernel alone ({parts}): descriptors {us[f'unaligned b, {parts}']} us against "
         f"{us[narrow]} on 128-byte rows; L2 promotion none {us[f'unaligned b, {parts}, L2 promotion none']}, 256B "
