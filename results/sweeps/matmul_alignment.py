@@ -80,7 +80,7 @@ def direct_launch(ns: dict, tile: str, pad_c: bool):
     TensorDescriptor = ns["TensorDescriptor"]
 
     def run(a, b):
-        (M, K), N = a.shape, b.shape[1]
+        M, N = a.shape[0], b.shape[1]
         grid, meta, state = ns["tma_plan"](a, b, ns["GPU_TMA_TILES"][tile], split_tail=False)
         c = padded(M, N, PAD if pad_c else None, make=torch.empty)
         args = ns["tma_args"](a, b, c, meta, state)

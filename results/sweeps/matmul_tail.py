@@ -178,7 +178,7 @@ def plan(a, b, full_only: bool = False, add_pieces: bool = True):
     waves alone; not ``add_pieces``: the product kernel alone, its pieces never added up."""
     grid, meta, state = NS["tma_plan"](a, b, NS["choose_tile"](a, b, [tile_name()]))
     state = dict(state, realign_b=False)   # bw is on 128-byte rows already
-    (M, K), N = a.shape, b.shape[1]
+    M, N = a.shape[0], b.shape[1]
     if full_only:
         meta = dict(meta, SPLIT_TAIL=False)
         grid = (min(meta["PROGRAMS"], state["full_tiles"]),)
