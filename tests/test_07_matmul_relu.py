@@ -736,7 +736,7 @@ def test_odd_sizes_take_the_hopper_path_through_copies(ns, m, n, k, b_t):
     """Rows that do not start on 16-byte boundaries (K or N odd) no longer send a large product to the exercise's
     kernel on a GPU, which loads them one element at a time (about 100 TFLOP/s on an H200, cuBLAS too): the plan
     copies a and b onto 128-byte rows, computes c in padded rows when N is odd and copies it into c
-    (results/07_matmul_relu_odd_sizes.json: 2.5-4.8x cuBLAS). Here, with the interpreter's 4 programs and tiles,
+    (results/07_matmul_relu_odd_sizes.json: 2.6-4.9x cuBLAS). Here, with the interpreter's 4 programs and tiles,
     through tma_plan and tma_launch (hopper_case keeps the exercise's kernel for such rows under the
     interpreter): correct, c contiguous, and the last wave cut along K with c padded (33 x 95 x 130: its pieces
     are added up into c's padded rows, whose length is not N). The pieces' buffer belongs to the plan, made
