@@ -219,6 +219,20 @@ def test_work_outside_the_recorded_launches_earns_nothing(tmp_path, fn):
     assert "re-ran them alone" in str(err.value)
 
 
+def test_a_descriptor_decoy_earns_nothing_and_the_honest_launcher_after_it_everything(tmp_path):
+    """The descriptor decoy, then an honest launcher that writes through descriptors, in the same process (as
+    one worker grades one student after another): the decoy fails every check, the honest one passes every
+    check, so nothing the decoy left in the relaunch carries over."""
+    decoy = session(tmp_path / "decoy", add=add_behind_a_descriptor_decoy)
+    for n in (300, 1000):
+        with pytest.raises(CheckFailed, match="do not compute"):
+            _check(decoy, n)
+    honest = session(tmp_path / "honest", add=add_through_descriptors)
+    for n in (300, 1000, 4097):
+        _check(honest, n)
+    assert honest.relaunches == 3
+
+
 @pytest.mark.parametrize("student, words", [
     ("zed_pytorch_in_a_thread", "do not compute"),
     ("cal_kernel_made_at_run_time", "that the notebook does not define"),
