@@ -22,8 +22,8 @@ started here on 127.0.0.1 (``ray start --head``, dashboard off), each job asking
 
 Writes ``results/gpu_class_throughput_<name>.json`` (rewritten after every result, so a run cut short keeps
 what it graded): the device, versions, workers per GPU, the wall time, the time of the first result, the
-steady-state rate (class size over the wall time after the first result, as issue 16 defines it, and the
-stricter (class size - 1) over the same time), per-submission seconds, every student's points (and whether
+steady-state rate (class size over the wall time after the first result, up to the last one, as issue 16
+defines it, and the stricter (class size - 1) over the same time), per-submission seconds, every student's points (and whether
 every honest copy got full marks), the timed rounds of every honest copy (both clocks), and what the GPU
 lock did (how many other submissions each timed loop froze, how long the GPU took to drain).
 Needs bubblewrap and a CUDA GPU (except ``--dry-run``); ``--ray`` needs the ``ray`` package.
@@ -52,8 +52,8 @@ TARGETS_S = {"03": 6.0, "09": 30.0, "course": 120.0}   # issue 16: per submissio
 BACKGROUND = "yan_background_gpu_thread"
 
 
-def build_class(part: str, work: Path, copies: int, students: int,
-                only: list[str] | None = None) -> tuple[list, list[str], list[str]]:
+def build_class(part: str, work: Path, copies: int, students: int, only: list[str] | None = None,
+                honest_only: bool = False) -> tuple[list, list[str], list[str]]:
     """(submissions, honest student names, other student names)."""
     from grader.autograde import find_submissions
     from grader.course import assignments
@@ -71,7 +71,7 @@ def build_class(part: str, work: Path, copies: int, students: int,
         for name in names:
             shutil.copytree(built / "ada_correct", submitted / name)
         extra = []
-        if part == "03":
+        if part == "03" and not honest_only:
             build_submissions(a, built, root=SAFETY_ANSWERS)
             shutil.copytree(built / BACKGROUND, submitted / BACKGROUND)
             extra = [BACKGROUND]
@@ -98,7 +98,7 @@ def _agent_ports() -> list[str]:
 class LocalRay:
     """A Ray head on 127.0.0.1 for this run, stopped (its own processes, by id) at the end."""
 
-    def __init__(self, work: Path, gpus: int):
+    def __init__(self, work: Path, gpus: int, cpus: int, memory_bytes: int):
         port = _free_port()
         self.temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
         self.env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_raylet_start_wait_time_s": "300",
@@ -109,7 +109,8 @@ class LocalRay:
             raise SystemExit("--ray needs the ray package (requirements/gpu.txt pins it)")
         with open(work / "ray-start.log", "w") as log:
             subprocess.run([ray_cli, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                            "--num-cpus", str(os.cpu_count()), "--num-gpus", str(gpus), "--include-dashboard=false",
+                            "--num-cpus", str(cpus), "--num-gpus", str(gpus), "--memory", str(memory_bytes),
+                            "--include-dashboard=false",
                             "--disable-usage-stats", "--temp-dir", self.temp, *_agent_ports()], env=self.env, stdout=log,
                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=True, timeout=400)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # the driver (this process) is on 127.0.0.1 too
@@ -169,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--students", type=int, default=3, help="course: students handing in every chapter")
     p.add_argument("--workers", type=int, default=None,
                    help="submissions at once per GPU (03: 8, 09: 10, course: 9: whole waves, under 9 minutes)")
+    p.add_argument("--honest-only", action="store_true",
+                   help="03: leave out the background-GPU-thread case (a class rate without its slow tail)")
     p.add_argument("--ray", action="store_true", help="grade through a Ray head started on 127.0.0.1")
     p.add_argument("--feedback", action="store_true", help="also generate each student's feedback page")
     p.add_argument("--name", help="JSON name suffix (default: the part, _ray with --ray)")
@@ -179,9 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     from grader.autograde import calibrate_gpus, grade_all
+    from grader.cluster import JobResources
     from grader.course import assignments
 
     gpus = torch.cuda.device_count()
+    cores = len(os.sched_getaffinity(0))   # `taskset -c 0-15` gives a 32-core machine the cores of a 16-core one
     if not gpus and not args.dry_run:
         print("this measures grading on a GPU: it needs a CUDA GPU (or --dry-run)", file=sys.stderr)
         return 2
@@ -190,14 +195,24 @@ def main(argv: list[str] | None = None) -> int:
     students = 1 if args.dry_run and args.part == "course" else args.students
     work = Path(tempfile.mkdtemp(prefix="gpu-throughput-"))
     subs, honest, others = build_class(args.part, work, copies, students,
-                                       [c for c in args.chapters.split(",") if c] or None)
+                                       [c for c in args.chapters.split(",") if c] or None, args.honest_only)
     name = args.name or (args.part + ("_ray" if args.ray else "") + ("_dry_run" if args.dry_run else ""))
     out_file = Path(args.out) / f"gpu_class_throughput_{name}.json"
-    command = "python results/gpu_class_throughput.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    given = list(argv if argv is not None else sys.argv[1:])
+    if "--out" in given:   # where the file went is not part of what reproduces it
+        del given[given.index("--out"):given.index("--out") + 2]
+    command = "python results/gpu_class_throughput.py " + " ".join(a for a in given if not a.startswith("--out="))
+    if cores < (os.cpu_count() or cores):   # how the run was confined, so that the command reproduces it
+        command = f"taskset -c {_ranges(sorted(os.sched_getaffinity(0)))} {command}"
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        command = f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} {command}"
     workers = args.workers * gpus if gpus else min(args.workers, 2)
     gbps = calibrate_gpus() if gpus else []  # what grade_all will hold every submission to (measured again there)
     done: dict[str, tuple[float, list]] = {}
-    cluster = LocalRay(work, gpus) if args.ray else None
+    res = JobResources(cpus=max(1.0, cores / max(1, workers)), per_gpu=args.workers, memory_gb=8.0)
+    # Ray's memory resource, given rather than read from the machine: a virtual machine whose memory grows as
+    # it is used (the 2-GPU H200's reads 31 GiB at the start of 256) would otherwise run two jobs at once
+    cluster = LocalRay(work, gpus, cores, workers * res.memory_bytes + (4 << 30)) if args.ray else None
     start = time.perf_counter()
 
     def write() -> dict:
@@ -233,7 +248,9 @@ def main(argv: list[str] | None = None) -> int:
                 holds += _holds(log.read_text())
         drains = [d for _, d in lock if d is not None]
         per_unit = students if args.part == "course" else n
-        steady = (wall - first) if first is not None and len(done) == n else None
+        last = max((t for t, _ in done.values()), default=None)
+        # after the first result and up to the last (the cluster's shutdown after it is not grading)
+        steady = (last - first) if first is not None and len(done) == n else None
         record = {
             "what": f"class throughput, part {args.part}: {len(honest)} honest submission(s)"
                     + (f" and {', '.join(others)}" if others else "") + f", {args.workers} at once per GPU, "
@@ -245,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
             "device": torch.cuda.get_device_name(0) if gpus else "none (dry run, Triton interpreter)",
             "torch": torch.__version__, "triton": triton.__version__,
             "gpus": gpus,
-            "cpu_cores": os.cpu_count(),
+            "cpu_cores": cores,   # the cores this run may use (taskset), of the machine's cpu_cores_machine
+            "cpu_cores_machine": os.cpu_count(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "versions": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
                          "ray": _version("ray")},
             "copy_gbps": gbps,
@@ -255,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             "graded": len(done),
             "wall_s": round(wall, 1),
             "first_result_s": round(first, 1) if first is not None else None,
+            "last_result_s": round(last, 1) if last is not None else None,
             "steady_s_per_submission": round(steady / n, 2) if steady else None,
             "steady_s_per_submission_strict": round(steady / (n - 1), 2) if steady and n > 1 else None,
             # the honest class alone: the cheat graded with it (yan, whose own timed rounds it slows six times
@@ -301,10 +321,6 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if cluster is not None:
-            from grader.cluster import JobResources
-
-            res = JobResources(cpus=max(1.0, (os.cpu_count() or 16) / max(1, workers)), per_gpu=args.workers,
-                               memory_gb=8.0)
             grade_all(subs, work / "out", feedback=args.feedback, on_done=on_done, ray_address=cluster.address,
                       resources=res)
         else:
@@ -324,6 +340,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU lock: {record['gpu_lock']}")
     print(f"wrote {out_file}")
     return 0 if record["every_honest_copy_full_marks"] else 1
+
+
+def _ranges(cpus: list[int]) -> str:
+    """taskset's list for these cores: [0, 1, 2, 5] -> '0-2,5'."""
+    out, start = [], None
+    for i, c in enumerate(cpus):
+        start = c if start is None else start
+        if i + 1 == len(cpus) or cpus[i + 1] != c + 1:
+            out.append(f"{start}-{c}" if c > start else f"{c}")
+            start = None
+    return ",".join(out)
 
 
 def _version(pkg: str) -> str:

@@ -4,6 +4,7 @@ summary page is generated from them, and the claims the issues make hold in the 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -827,3 +828,38 @@ def test_every_record_script_starts_its_record_alike_and_names_its_out_from_the_
                and '"chapter": ' in p.read_text() and '"date": dt.datetime.now(dt.timezone.utc)' in p.read_text()
                and '"device": torch.cuda.get_device_name(), "torch": torch.__version__' in p.read_text()]
     assert by_hand == [], by_hand
+
+
+def test_two_h200s_grade_chapter_03_through_ray_nearly_twice_as_fast_as_one():
+    """results/gpu_class_throughput_03_ray_{1,2}gpu.json (issue 16's 2-GPU point): the same honest class graded
+    through a Ray head, on GPU 0 and 16 cores, then on both GPUs and 32 cores, eight at once per GPU. Every copy
+    keeps every point, the rate is at least 1.8x with two GPUs, each timed loop froze only the sandboxes of its
+    own GPU (at most 7 other submissions of two sandboxes each) and one GPU stays inside the 6 s target."""
+    one, two = _result("gpu_class_throughput_03_ray_1gpu"), _result("gpu_class_throughput_03_ray_2gpu")
+    assert one["command"].startswith("CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 ") and "--ray" in one["command"]
+    assert (one["gpus"], one["cpu_cores"], two["gpus"], two["cpu_cores"]) == (1, 16, 2, 32)
+    for r, n in ((one, 48), (two, 96)):
+        assert "H200" in r["device"] and r["through"] == "ray" and r["graded"] == r["class_size"] == n
+        assert r["every_honest_copy_full_marks"] and not r["not_full_marks"] and r["workers_per_gpu"] == 8
+        assert r["gpu_lock"]["timed_holds"] == n
+        frozen = [len(h.get("frozen", [])) for holds in r["holds"].values() for h in holds]
+        assert frozen and max(frozen) <= 2 * (r["workers_per_gpu"] - 1), max(frozen)
+    assert one["steady_s_per_submission"] <= one["target_s"]
+    assert one["steady_s_per_submission"] / two["steady_s_per_submission"] >= 1.8
+
+
+def test_chapter_09_through_ray_on_two_h200s_keeps_every_point_and_its_rate_is_recorded_as_measured():
+    """results/gpu_class_throughput_09_ray_{1,2}gpu.json: two waves per GPU. Every copy keeps every point and a
+    submission takes about as long with two GPUs as with one; issue 16's rate over two waves is 1.64x (docs/scale.md
+    says why it is not a steady state), and the figure added after the run follows from the finishing times."""
+    one, two = _result("gpu_class_throughput_09_ray_1gpu"), _result("gpu_class_throughput_09_ray_2gpu")
+    for r, n in ((one, 20), (two, 40)):
+        assert r["graded"] == r["class_size"] == n and r["every_honest_copy_full_marks"] and r["through"] == "ray"
+        last = max(r["finished_at_s"].values())
+        assert r["last_result_s"] == last
+        assert r["steady_s_per_submission_to_last_result"] == round((last - r["first_result_s"]) / n, 2)
+        assert r["steady_s_per_submission_to_last_result"] <= r["target_s"]
+    jobs = [statistics.median(v for v in r["seconds_per_submission"].values()) for r in (one, two)]
+    assert abs(jobs[1] / jobs[0] - 1) < 0.1, jobs
+    rate = one["steady_s_per_submission_to_last_result"] / two["steady_s_per_submission_to_last_result"]
+    assert 1.6 < rate < 1.7 and "1.64x" in (ROOT / "docs" / "scale.md").read_text()
