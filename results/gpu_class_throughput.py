@@ -1,4 +1,4 @@
-"""Class throughput on one GPU with several submissions per GPU: sandboxed, every check kept, and recorded.
+"""Class throughput on one or more GPUs, several submissions per GPU: sandboxed, every check kept, recorded.
 
     python results/gpu_class_throughput.py 03      [--copies 24] [--workers 8] [--ray] [--feedback]
     python results/gpu_class_throughput.py 09      [--copies 20] [--workers 10] [--ray]
@@ -12,20 +12,23 @@ copy bandwidth calibrated once, the bandwidth and TFLOP/s checks timed on verifi
 * ``03``: ``--copies`` copies of ``tests/submissions/03_vector_add/ada_correct`` and the case
   ``tests/safety/03_vector_add/yan_background_gpu_thread`` (a thread that keeps launching kernels after its
   cell returned), graded together: every honest copy must keep every point, bandwidth included, although
-  yan's queued work shares their GPU (the timer freezes it and waits for the GPU to drain);
+  yan's queued work shares their GPU (the timer freezes it and waits for the GPU to drain); ``--honest-only``
+  leaves yan out (a class rate without its slow tail);
 * ``09``: ``--copies`` copies of ``tests/submissions/09_attention/ada_correct``;
 * ``course``: ``--students`` students, each handing in every chapter's ``ada_correct``.
 
 ``--workers N`` submissions run at once on this machine (``--workers`` above the number of GPUs: several per
 GPU, each timed loop alone with the others frozen). ``--ray`` grades the same class through a Ray head
-started here on 127.0.0.1 (``ray start --head``, dashboard off), each job asking for 1/N of the GPU.
+started here on 127.0.0.1 (``ray start --head``, dashboard off), each job asking for 1/N of a GPU. Every GPU
+that CUDA sees is used, and every core the process may run on: ``CUDA_VISIBLE_DEVICES=0 taskset -c 0-15``
+grades on one GPU and 16 cores of a larger machine, and the recorded command says so.
 
 Writes ``results/gpu_class_throughput_<name>.json`` (rewritten after every result, so a run cut short keeps
 what it graded): the device, versions, workers per GPU, the wall time, the time of the first result, the
 steady-state rate (class size over the wall time after the first result, up to the last one, as issue 16
-defines it, and the stricter (class size - 1) over the same time), per-submission seconds, every student's points (and whether
-every honest copy got full marks), the timed rounds of every honest copy (both clocks), and what the GPU
-lock did (how many other submissions each timed loop froze, how long the GPU took to drain).
+defines it, and the stricter (class size - 1) over the same time), per-submission seconds, every student's
+points (and whether every honest copy got full marks), the timed rounds of every honest copy (both clocks),
+and what the GPU lock did (how many other submissions each timed loop froze, how long the GPU took to drain).
 Needs bubblewrap and a CUDA GPU (except ``--dry-run``); ``--ray`` needs the ``ray`` package.
 """
 
@@ -211,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     done: dict[str, tuple[float, list]] = {}
     res = JobResources(cpus=max(1.0, cores / max(1, workers)), per_gpu=args.workers, memory_gb=8.0)
     # Ray's memory resource, given rather than read from the machine: a virtual machine whose memory grows as
-    # it is used (the 2-GPU H200's reads 31 GiB at the start of 256) would otherwise run two jobs at once
+    # it is used (the 2-GPU H200's reads 31 GiB at the start of 256) would otherwise offer Ray far too little
     cluster = LocalRay(work, gpus, cores, workers * res.memory_bytes + (4 << 30)) if args.ray else None
     start = time.perf_counter()
 
