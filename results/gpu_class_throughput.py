@@ -201,14 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                                        [c for c in args.chapters.split(",") if c] or None, args.honest_only)
     name = args.name or (args.part + ("_ray" if args.ray else "") + ("_dry_run" if args.dry_run else ""))
     out_file = Path(args.out) / f"gpu_class_throughput_{name}.json"
-    given = list(argv if argv is not None else sys.argv[1:])
-    if "--out" in given:   # where the file went is not part of what reproduces it
-        del given[given.index("--out"):given.index("--out") + 2]
-    command = "python results/gpu_class_throughput.py " + " ".join(a for a in given if not a.startswith("--out="))
-    if cores < (os.cpu_count() or cores):   # how the run was confined, so that the command reproduces it
-        command = f"taskset -c {_ranges(sorted(os.sched_getaffinity(0)))} {command}"
-    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        command = f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} {command}"
+    command = recorded_command(argv if argv is not None else sys.argv[1:], sorted(os.sched_getaffinity(0)),
+                               os.cpu_count() or cores, os.environ.get("CUDA_VISIBLE_DEVICES"))
     workers = args.workers * gpus if gpus else min(args.workers, 2)
     gbps = calibrate_gpus() if gpus else []  # what grade_all will hold every submission to (measured again there)
     done: dict[str, tuple[float, list]] = {}
@@ -343,6 +337,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU lock: {record['gpu_lock']}")
     print(f"wrote {out_file}")
     return 0 if record["every_honest_copy_full_marks"] else 1
+
+
+def recorded_command(given: list[str], affinity: list[int], machine_cores: int, visible: str | None) -> str:
+    """The command that reproduces a run: its arguments without ``--out`` (where the file went), after the
+    confinement it ran under (``CUDA_VISIBLE_DEVICES``, ``taskset`` when it could use fewer cores than the
+    machine has)."""
+    given = list(given)
+    if "--out" in given:
+        del given[given.index("--out"):given.index("--out") + 2]
+    command = "python results/gpu_class_throughput.py " + " ".join(a for a in given if not a.startswith("--out="))
+    if len(affinity) < machine_cores:
+        command = f"taskset -c {_ranges(affinity)} {command}"
+    if visible is not None:
+        command = f"CUDA_VISIBLE_DEVICES={visible} {command}"
+    return command
 
 
 def _ranges(cpus: list[int]) -> str:

@@ -863,3 +863,19 @@ def test_chapter_09_through_ray_on_two_h200s_keeps_every_point_and_its_rate_is_r
     assert abs(jobs[1] / jobs[0] - 1) < 0.1, jobs
     rate = one["steady_s_per_submission_to_last_result"] / two["steady_s_per_submission_to_last_result"]
     assert 1.6 < rate < 1.7 and "1.64x" in (ROOT / "docs" / "scale.md").read_text()
+
+
+def test_a_throughput_run_records_the_confinement_that_reproduces_it_and_not_where_its_file_went():
+    """The Ray runs' one-GPU rates are only comparable with the two-GPU ones if the recorded command says that
+    they ran on one GPU and 16 of 32 cores; ``--out`` names a folder of the machine that ran it."""
+    sys.path.insert(0, str(ROOT / "results"))
+    try:
+        from gpu_class_throughput import recorded_command
+    finally:
+        sys.path.remove(str(ROOT / "results"))
+    base = "python results/gpu_class_throughput.py 03 --ray"
+    assert recorded_command(["03", "--ray", "--out", "/root/out"], list(range(32)), 32, None) == base
+    assert recorded_command(["03", "--out=/x", "--ray"], list(range(32)), 32, None) == base
+    assert recorded_command(["03", "--ray"], list(range(16)), 32, "0") == f"CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 {base}"
+    assert recorded_command(["03", "--ray"], [0, 1, 2, 5, 7, 8], 32, None) == f"taskset -c 0-2,5,7-8 {base}"
+    assert recorded_command(["03", "--ray"], list(range(16)), 16, "") == f"CUDA_VISIBLE_DEVICES= {base}"
