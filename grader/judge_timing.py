@@ -21,7 +21,7 @@ One timed round of a student's function:
    the bound that the element tolerances imply. A skipped, cached, stale or wrong call fails here. A fingerprint
    is a weighted sum, so an error of a few small elements in one call that is not the picked one can stay within
    the bound by chance (ten elements zeroed in one call of 5000 normal values: about 1 in 150); an error in
-   every call, a large one, or a call not made cannot.
+   every call, a large error, or a call that was never made escapes it only with a vanishing chance.
 4. **The work is the kernel's.** The operators and launches of the timed loop are held to
    :func:`grader.judge.work_problems`, as every correctness call is.
 5. **The yardstick is the judge's alone.** What the judge times itself beside the student's kernel (the
