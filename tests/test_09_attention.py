@@ -618,3 +618,38 @@ def test_lazy_rescale_probe_runs_both_kernels_under_the_interpreter():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("growing lazy     correct") == 4 and proc.stdout.count("normal  lazy     correct") == 4
     assert "WRONG" not in proc.stdout
+
+
+def _tf32(x: torch.Tensor) -> torch.Tensor:
+    """fp32 values as a tensor core takes them for TF32: the low 13 of 23 mantissa bits dropped (float64 out)."""
+    bits = x.to(torch.float32).view(torch.int32) & ~0x1FFF
+    return bits.view(torch.float32).double()
+
+
+def _tf32_attention(q, k, v, sm_scale):
+    """Attention with both products taken as TF32 (q, k, then P and v truncated), the rest exact."""
+    s = _tf32(q) @ _tf32(k).transpose(-1, -2) * sm_scale
+    p = torch.exp(s - s.amax(-1, keepdim=True))
+    return (_tf32(p) @ _tf32(v)) / p.sum(-1, keepdim=True)
+
+
+def test_fp32_tolerance_covers_tf32_products_on_the_sm_scale_test():
+    """A GPU multiplies fp32 q, k and v as TF32. On test_attention_sm_scale's first case (D = 32, sm_scale = 1.0,
+    scores up to about 15) the error that leaves is largest, and under the old fp32 tolerance of 1e-2 it failed an
+    honest copy once in a class of 40. Emulated here over 400 draws: the current tolerance keeps every draw below
+    0.6 of itself, the old one does not, and the emulation's median agrees with the H200's own over 1000 draws
+    (results/hidden_test_margins.json), so the emulation is the GPU's error and not a smaller one."""
+    assert "rand(2, 2, 29, 32) for _ in range(3)), False, 1.0)" in solution_cell(CHAPTER, "test_attention_sm_scale")
+    gen = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(400, 2, 2, 29, 32, generator=gen).double() for _ in range(3))
+    want, got = attention_reference(q, k, v, False, 1.0), _tf32_attention(q, k, v, 1.0)
+
+    def worst(atol, rtol):
+        return ((got - want).abs() / (atol + rtol * want.abs())).flatten(1).amax(1)
+
+    now = worst(*attention_tolerance(torch.float32))
+    assert float(now.max()) < 0.6, float(now.max())
+    assert float(worst(1e-2, 1e-2).max()) > 0.6
+    recorded = json.loads((ROOT / "results" / "hidden_test_margins.json").read_text())
+    gpu_median = recorded["chapters"][CHAPTER]["cells"]["test_attention_sm_scale"]["median_error_over_tolerance"]
+    assert abs(float(now.median()) / gpu_median - 1) < 0.25, (float(now.median()), gpu_median)

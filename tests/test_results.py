@@ -848,21 +848,64 @@ def test_two_h200s_grade_chapter_03_through_ray_nearly_twice_as_fast_as_one():
     assert one["steady_s_per_submission"] / two["steady_s_per_submission"] >= 1.8
 
 
-def test_chapter_09_through_ray_on_two_h200s_keeps_every_point_and_its_rate_is_recorded_as_measured():
-    """results/gpu_class_throughput_09_ray_{1,2}gpu.json: two waves per GPU. Every copy keeps every point and a
-    submission takes about as long with two GPUs as with one; issue 16's rate over two waves is 1.64x (docs/scale.md
-    says why it is not a steady state), and the figure added after the run follows from the finishing times."""
+def test_two_h200s_grade_chapter_09_through_ray_nearly_twice_as_fast_as_one():
+    """results/gpu_class_throughput_09_ray_{1,2}gpu.json (issue 16's 2-GPU point for chapter 09): 40 copies on GPU 0
+    and 16 cores, then 80 on both GPUs, ten at once per GPU (four waves). A submission takes about as long with two
+    GPUs as with one, the rate is at least 1.8x, and one GPU stays inside the 30 s target. The one point lost in the
+    one-GPU run is the fp32 noise that raised attention's fp32 tolerance, named as such in the file."""
+    import torch
+
     one, two = _result("gpu_class_throughput_09_ray_1gpu"), _result("gpu_class_throughput_09_ray_2gpu")
-    for r, n in ((one, 20), (two, 40)):
-        assert r["graded"] == r["class_size"] == n and r["every_honest_copy_full_marks"] and r["through"] == "ray"
+    assert one["command"].startswith("CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 ") and "--ray" in one["command"]
+    assert (one["gpus"], one["cpu_cores"], two["gpus"], two["cpu_cores"]) == (1, 16, 2, 32)
+    for r, n in ((one, 40), (two, 80)):
+        assert "H200" in r["device"] and r["through"] == "ray" and r["graded"] == r["class_size"] == n
+        assert n >= 4 * r["workers_per_gpu"] * r["gpus"]
         last = max(r["finished_at_s"].values())
         assert r["last_result_s"] == last
-        assert r["steady_s_per_submission_to_last_result"] == round((last - r["first_result_s"]) / n, 2)
-        assert r["steady_s_per_submission_to_last_result"] <= r["target_s"]
+        assert r["steady_s_per_submission"] == round((last - r["first_result_s"]) / n, 2)
+    assert two["every_honest_copy_full_marks"] and not two["not_full_marks"]
+    lost = one["not_full_marks"]
+    assert list(lost) == ["09_attention/ada_correct_31"] and len(lost["09_attention/ada_correct_31"]) == 1
+    assert lost["09_attention/ada_correct_31"][0].startswith("test_attention_sm_scale: failed CheckFailed: "
+                                                            "attention(float32[2, 2, 29, 32]")
+    assert "0.01 + 0.01*|expected|" in lost["09_attention/ada_correct_31"][0]
+    assert "2e-2" in one["not_full_marks_note"] and _attention_tolerance(torch.float32) == (2e-2, 2e-2)
     jobs = [statistics.median(v for v in r["seconds_per_submission"].values()) for r in (one, two)]
     assert abs(jobs[1] / jobs[0] - 1) < 0.1, jobs
-    rate = one["steady_s_per_submission_to_last_result"] / two["steady_s_per_submission_to_last_result"]
-    assert 1.6 < rate < 1.7 and "1.64x" in (ROOT / "docs" / "scale.md").read_text()
+    assert one["steady_s_per_submission"] <= one["target_s"]
+    assert one["steady_s_per_submission"] / two["steady_s_per_submission"] >= 1.8
+    assert "2.05x" in (ROOT / "docs" / "scale.md").read_text()
+
+
+def _attention_tolerance(dtype):
+    from triton_course.attention import attention_tolerance
+
+    return attention_tolerance(dtype)
+
+
+def test_no_hidden_correctness_test_failed_an_honest_kernel_over_many_fresh_draws():
+    """results/hidden_test_margins.json: every value-checking hidden test of chapters 03-09, run again and again on
+    fresh inputs with the solution's kernels on an H200. No draw failed, every cell stays below its tolerance at
+    its worst, and chapter 09's fp32 test with sm_scale = 1.0 (the one that failed an honest copy under 1e-2) ran
+    at least 1000 times and stays below half of its tolerance. A chapter left out, or a cell that never ran, fails."""
+    record = _result("hidden_test_margins")
+    assert "H200" in record["device"] and record["command"].startswith("python results/sweeps/hidden_test_margins.py")
+    assert set(record["chapters"]) == {"03_vector_add", "04_gelu", "05_softmax", "06_rmsnorm", "07_matmul_relu",
+                                       "08_fusion", "09_attention"}
+    from tests.conftest import _solution
+
+    for chapter, run in record["chapters"].items():
+        assert run["draws"] >= 30, chapter
+        hidden = [c.metadata["nbgrader"]["grade_id"] for c in _solution(chapter).cells
+                  if c.cell_type == "code" and "BEGIN HIDDEN TESTS" in c.source]
+        assert list(run["cells"]) == [g for g in hidden if not g.endswith(("_bandwidth", "_speed"))], chapter
+        for gid, cell in run["cells"].items():
+            assert cell["draws"] == run["draws"] and cell["failed"] == 0 and not cell["failures"], (chapter, gid)
+            assert cell["max_error_over_tolerance"] < 1, (chapter, gid)
+            assert not gid.endswith(("_bandwidth", "_speed")), gid
+    scale = record["chapters"]["09_attention"]["cells"]["test_attention_sm_scale"]
+    assert scale["draws"] >= 1000 and scale["max_error_over_tolerance"] < 0.5
 
 
 def test_a_throughput_run_records_the_confinement_that_reproduces_it_and_not_where_its_file_went():

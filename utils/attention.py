@@ -125,13 +125,19 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
 
 
 def attention_tolerance(dtype: torch.dtype) -> tuple[float, float]:
-    """(atol, rtol) for attention: fp32 dots run as tf32 on Ampere and later GPUs, fp16 rounds P to fp16.
+    """(atol, rtol) for attention. fp16 and bf16 inputs reach the tensor cores exactly, and only P is rounded
+    (to fp16 or bf16). fp32 inputs do not: ``tl.dot`` multiplies them as TF32 on Ampere and later GPUs, keeping
+    10 of their 23 mantissa bits, so every score ``sm_scale * q.k`` carries an error in proportion to its own
+    size, and the softmax passes that error on. The larger the scores, the larger the error: the hidden test
+    with ``sm_scale = 1.0`` on D = 32 (scores up to about 15) is the worst case.
 
-    Measured on an H200 (results/09_attention.json, ``gpu_accuracy``): the reference kernel's worst fp32
-    error was 0.85 of a 5e-3 tolerance, so fp32 gets 1e-2 (a 2x margin); fp16's worst was 0.04 of 1e-2.
-    Every mistake the chapter's example submissions make is off by far more than either.
+    That case's worst error was 0.43 of a 1e-2 tolerance in 3 draws on an H200 (results/09_attention.json),
+    yet an honest copy failed it once in a class of 40 (results/gpu_class_throughput_09_ray_1gpu.json): over
+    many draws its tail crosses 1e-2. fp32 therefore gets 2e-2, checked over many fresh draws of every hidden
+    test on an H200 (results/hidden_test_margins.json). Every mistake the chapter's example submissions make
+    is off by far more (tests/test_09_attention.py).
     """
-    return {torch.float32: (1e-2, 1e-2), torch.float16: (1e-2, 1e-2),
+    return {torch.float32: (2e-2, 2e-2), torch.float16: (1e-2, 1e-2),
             torch.bfloat16: (3e-2, 3e-2)}.get(dtype, (1e-2, 1e-2))
 
 
