@@ -254,6 +254,7 @@ _MESSAGE_KINDS = [
     ("tampering", "record of its launches"),
     ("timing disagreement", "Timings that disagree"),
     ("implausible speed", "faster than this GPU can move those bytes"),
+    ("near miss", "Near miss: "),
     ("crash", "KernelDied"),
     ("crash", "NotRun"),
 ]

@@ -302,3 +302,31 @@ def test_a_hint_looks_only_at_its_own_output():
         return s, d
     msg = _pair_fail(diff_short, hints=[diff_hint, sum_hint])
     assert "Hint: diff: grid too small" in msg and "sum: grid too small" not in msg
+
+
+def _nudged(positions, by):
+    """An add that is right except at ``positions``, each off by ``by`` times the check's tolerance there."""
+    def add(x, y):
+        out = good(x, y)
+        for i in positions:
+            exact = float(x[i].double() + y[i].double())
+            out[i] = exact + by * (1e-6 + 1e-5 * abs(exact))
+        return out
+    return add
+
+
+def test_a_near_miss_says_so_and_a_real_mistake_does_not():
+    """A few elements just past the tolerance (what rounding in another order can do) are called a near miss, with
+    the worst multiple of the tolerance; the same elements far off, too many elements a little off, or an element
+    never written, are not. grader/report.py flags a near miss for the instructor to review."""
+    near = _fail(_nudged([3], 1.4))
+    assert "Near miss: 1 of 1000 elements, the worst 1.4" in near
+    assert "Near miss" not in _fail(_nudged([3], 3.0))                  # far off
+    assert "Near miss" not in _fail(_nudged(range(0, 1000, 50), 1.2))   # 2% of the output
+    assert "Near miss" not in _fail(lambda x, y: _launch(x, y, programs=7))  # a tail never written
+    from grader.report import GradedSubmission, flags
+    from grader.results import GradeRecord
+
+    record = GradeRecord("ann", "09_attention", "test_attention_sm_scale", 0, 1, "failed", f"CheckFailed: {near}")
+    (flag,) = flags([GradedSubmission("ann", "09_attention", [record])])
+    assert flag.kinds == ["near miss"] and "Near miss" in flag.evidence[0]

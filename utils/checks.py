@@ -243,6 +243,28 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
+#: A failure is a near miss when every wrong element is finite, written, within this many times its tolerance,
+#: and no more than NEAR_MISS_SHARE of the output: what a different order of rounding can do, and what an
+#: instructor should look at before the point is lost (grader/report.py flags it).
+NEAR_MISS_FACTOR = 2.0
+NEAR_MISS_SHARE = 0.01
+
+
+def near_miss(c: Comparison) -> float | None:
+    """The worst wrong element's error as a multiple of its tolerance, when the failure is a near miss (see
+    :data:`NEAR_MISS_FACTOR`); None otherwise (nothing wrong, never-written or non-finite elements, stores out of
+    bounds, too many elements wrong, or one far off)."""
+    wrong = c.wrong & ~c.unwritten
+    n = int(wrong.sum())
+    if n == 0 or bool(c.unwritten.any()) or c.oob_before or c.oob_after or n > NEAR_MISS_SHARE * c.total:
+        return None
+    got, want = c.got[wrong], c.expected[wrong]
+    if not bool((torch.isfinite(got) & torch.isfinite(want)).all()):
+        return None
+    worst = float(((got - want).abs() / (c.atol + c.rtol * want.abs())).max())
+    return worst if worst <= NEAR_MISS_FACTOR else None
+
+
 def describe(c: Comparison, max_rows: int = 8) -> str:
     """The Triton-Puzzles-style explanation of a failed comparison."""
     lines = []
@@ -273,6 +295,11 @@ def describe(c: Comparison, max_rows: int = 8) -> str:
         if bool(finite.any()):
             diff = (c.got - c.expected).abs()[finite]
             lines.append(f"  largest |diff| among wrong elements: {_fmt(float(diff.max()))}")
+        worst = near_miss(c)
+        if worst is not None:
+            lines.append(f"  Near miss: {n_wrong} of {c.total} elements, the worst {worst:.2f} times its tolerance. "
+                         "Rounding in another order can do that; a kernel that computes in a lower precision "
+                         "usually misses by more, and in more places.")
         nan_new = torch.isnan(c.got) & ~torch.isnan(c.expected) & ~c.unwritten
         if bool(nan_new.any()):
             lines.append(f"  {int(nan_new.sum())} element(s) are NaN where the reference is finite "
