@@ -74,7 +74,9 @@ def _block_shapes(ns):
 
 
 def _accuracy(ns):
-    """Largest |got - expected| / (atol + rtol·|expected|) on hidden-test-like inputs (must stay below 1)."""
+    """Largest |got - expected| / (atol + rtol·|expected|) on hidden-test-like inputs, 3 draws per case (must stay
+    below 1). Three draws do not reach a tolerance's tail: results/sweeps/hidden_test_margins.py runs the hidden
+    tests themselves over many draws, and its record is what the tolerances are held to."""
     attention = ns["attention"]
     torch.manual_seed(0)
     worst = {}
