@@ -922,3 +922,37 @@ def test_a_throughput_run_records_the_confinement_that_reproduces_it_and_not_whe
     assert recorded_command(["03", "--ray"], list(range(16)), 32, "0") == f"CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 {base}"
     assert recorded_command(["03", "--ray"], [0, 1, 2, 5, 7, 8], 32, None) == f"taskset -c 0-2,5,7-8 {base}"
     assert recorded_command(["03", "--ray"], list(range(16)), 16, "") == f"CUDA_VISIBLE_DEVICES= {base}"
+
+
+def test_hidden_test_margins_counts_a_failed_draw_and_how_far_off_it_was(tmp_path, monkeypatch):
+    """results/sweeps/hidden_test_margins.py, through the interpreter on chapter 03: the solution passes every draw
+    of every value-checking hidden test, each with its tolerance recorded, and the timed test is left out. A copy
+    whose kernel is off by 1.5 tolerances at one element fails exactly the float32 tests that reach that element,
+    each draw, with a worst of 1.5 and a message that calls it a near miss; the float16 test still passes."""
+    import importlib.util
+
+    import nbformat
+
+    from grader.course import solution_notebook
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    spec = importlib.util.spec_from_file_location("margins", ROOT / "results" / "sweeps" / "hidden_test_margins.py")
+    margins = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(margins)
+    honest = margins.margins("03_vector_add", 2, 1e9)
+    assert list(honest["cells"]) == ["test_add_ragged", "test_add_fp16", "test_add_2d", "test_add_writes_exactly_n"]
+    assert all(c["draws"] == 2 and c["failed"] == 0 and c["max_error_over_tolerance"] < 1
+               for c in honest["cells"].values()), honest
+    assert honest["cells"]["test_add_fp16"]["tolerances"] == [["float16", 1e-3, 1e-3]]
+    nb = nbformat.read(solution_notebook("03_vector_add"), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "add")
+    store = "tl.store(out_ptr + idx, a + b, mask=inside)"
+    assert store in cell.source
+    cell.source = cell.source.replace(store, "tl.store(out_ptr + idx, a + b + tl.where(idx == 7, 1.5e-6 + 1.5e-5 * "
+                                             "tl.abs(a + b), 0.0), mask=inside)")
+    (tmp_path / "03_vector_add.ipynb").write_text(nbformat.writes(nb))
+    off = margins.margins("03_vector_add", 2, 1e9, notebook=tmp_path / "03_vector_add.ipynb")["cells"]
+    assert off["test_add_fp16"]["failed"] == 0
+    for gid in ("test_add_ragged", "test_add_2d"):
+        assert off[gid]["failed"] == 2 and 1.4 < off[gid]["max_error_over_tolerance"] < 1.6, off[gid]
+        assert "Near miss: 1 of" in off[gid]["failures"][0]

@@ -243,9 +243,9 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
-#: A failure is a near miss when every wrong element is finite, written, within this many times its tolerance,
-#: and no more than NEAR_MISS_SHARE of the output: what a different order of rounding can do, and what an
-#: instructor should look at before the point is lost (grader/report.py flags it).
+#: A failure is a near miss when every wrong element is finite, written and within NEAR_MISS_FACTOR times its
+#: tolerance, and they are one element or at most NEAR_MISS_SHARE of the output: what a different order of
+#: rounding can do, and what an instructor should look at before the point is lost (grader/report.py flags it).
 NEAR_MISS_FACTOR = 2.0
 NEAR_MISS_SHARE = 0.01
 
@@ -256,7 +256,7 @@ def near_miss(c: Comparison) -> float | None:
     bounds, too many elements wrong, or one far off)."""
     wrong = c.wrong & ~c.unwritten
     n = int(wrong.sum())
-    if n == 0 or bool(c.unwritten.any()) or c.oob_before or c.oob_after or n > NEAR_MISS_SHARE * c.total:
+    if n == 0 or bool(c.unwritten.any()) or c.oob_before or c.oob_after or n > max(1.0, NEAR_MISS_SHARE * c.total):
         return None
     got, want = c.got[wrong], c.expected[wrong]
     if not bool((torch.isfinite(got) & torch.isfinite(want)).all()):

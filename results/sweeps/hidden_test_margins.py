@@ -1,9 +1,10 @@
 """Does an honest submission ever fail a hidden correctness test by chance? Each chapter's hidden tests, run many
 times on fresh random inputs with the solution notebook's own kernels, and how close each came to its tolerance.
 
-    python results/sweeps/hidden_test_margins.py 09_attention --draws 300 --out results/hidden_test_margins.json
-    python results/sweeps/hidden_test_margins.py 03_vector_add,04_gelu,05_softmax,06_rmsnorm,07_matmul_relu,08_fusion,09_attention \
-        --seconds 45 --out results/hidden_test_margins.json
+    python results/sweeps/hidden_test_margins.py 09_attention --draws 300 --out /tmp/margins_09.json
+    python results/sweeps/hidden_test_margins.py \
+        09_attention:150,06_rmsnorm,05_softmax,08_fusion,07_matmul_relu,04_gelu,03_vector_add \
+        --seconds 30 --out results/hidden_test_margins.json
         (needs a CUDA GPU; --dry-run runs two draws of one chapter through Triton's interpreter)
 
 Every hidden test draws its inputs with ``torch.randn`` when it runs, so each grading is one draw from a
@@ -39,18 +40,21 @@ sys.path.insert(0, str(ROOT))
 TIMED = ("_bandwidth", "_speed")
 
 
-def _cells(chapter: str):
-    """(setup cells, hidden test cells) of the solution notebook: every code cell that is not a hidden test, up to
-    the last hidden test; and the hidden tests that check values (not the timed ones), as (grade_id, source)."""
+def _cells(chapter: str, notebook: Path | None = None):
+    """(setup cells, hidden test cells) of the solution notebook: every code cell that is not a hidden test or a
+    self-check, up to the last hidden test; and the hidden tests that check values (not the timed ones), as
+    (grade_id, source).
+    ``notebook``: another copy of the chapter's solution notebook (a test's altered one)."""
     import nbformat
 
     from grader.course import solution_notebook
 
-    nb = nbformat.read(solution_notebook(chapter), as_version=4)
+    nb = nbformat.read(notebook or solution_notebook(chapter), as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     is_test = [("BEGIN HIDDEN TESTS" in c.source) for c in code]
     last = max(i for i, t in enumerate(is_test) if t)
-    setup = [c.source for c, t in zip(code[:last], is_test) if not t]
+    setup = [c.source for c, t in zip(code[:last], is_test)   # the students' self-checks are not needed here
+             if not t and not c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("self_check")]
     tests = [(c.metadata["nbgrader"]["grade_id"], c.source) for c, t in zip(code, is_test)
              if t and not c.metadata["nbgrader"]["grade_id"].endswith(TIMED)]
     return setup, tests
@@ -101,14 +105,15 @@ def _quantile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def margins(chapter: str, draws: int, seconds: float) -> dict:
-    """Run each hidden test cell of ``chapter`` up to ``draws`` times (and at most about ``seconds`` in all)."""
+def margins(chapter: str, draws: int, seconds: float, notebook: Path | None = None) -> dict:
+    """Run each hidden test cell of ``chapter`` up to ``draws`` times (and at most about ``seconds`` in all), with
+    the kernels of its solution notebook (or of ``notebook``)."""
     import contextlib
     import io
 
     from grader.notebook_code import exec_cell
 
-    setup, tests = _cells(chapter)
+    setup, tests = _cells(chapter, notebook)
     ns: dict = {"__name__": f"margins_{chapter}"}
     setup_began = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
@@ -184,7 +189,8 @@ def main() -> None:
         raise SystemExit("hidden_test_margins.py measures on a CUDA GPU; --dry-run checks the script without one")
     typed = [shown_path(Path(a)) if sys.argv[i - 1] == "--out" else a for i, a in enumerate(sys.argv) if i > 0]
     command = "python results/sweeps/hidden_test_margins.py " + " ".join(typed)
-    record = {**provenance("hidden correctness tests over many fresh draws: " + ", ".join(chapters), command), "method": " ".join(__doc__.split("\n\n")[2].split()),
+    record = {**provenance("hidden correctness tests over many fresh draws: " + ", ".join(chapters), command),
+              "method": " ".join(__doc__.split("\n\n")[2].split()),
               "chapters": {}}
     began = time.perf_counter()
     for chapter in chapters:
