@@ -250,6 +250,13 @@ NEAR_MISS_FACTOR = 2.0
 NEAR_MISS_SHARE = 0.01
 
 
+def error_over_tolerance(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """|got - expected| / (atol + rtol * |expected|) elementwise (float64): above 1 fails :func:`compare`; an
+    element that is exactly right counts 0, also under a tolerance of 0."""
+    diff = (got.to(torch.float64) - expected.to(torch.float64)).abs()
+    return torch.where(diff == 0, 0.0, diff / (atol + rtol * expected.to(torch.float64).abs()))
+
+
 def near_miss(c: Comparison) -> float | None:
     """The worst wrong element's error as a multiple of its tolerance, when the failure is a near miss (see
     :data:`NEAR_MISS_FACTOR`); None otherwise (nothing wrong, never-written or non-finite elements, stores out of
@@ -261,7 +268,7 @@ def near_miss(c: Comparison) -> float | None:
     got, want = c.got[wrong], c.expected[wrong]
     if not bool((torch.isfinite(got) & torch.isfinite(want)).all()):
         return None
-    worst = float(((got - want).abs() / (c.atol + c.rtol * want.abs())).max())
+    worst = float(error_over_tolerance(got, want, c.atol, c.rtol).max())
     return worst if worst <= NEAR_MISS_FACTOR else None
 
 

@@ -80,8 +80,7 @@ class MarginRecorder:
         e = expected.detach().to(torch.float64).reshape(-1).cpu()
         finite = torch.isfinite(g) & torch.isfinite(e)
         if bool(finite.any()):
-            diff, tol = (g - e).abs()[finite], atol + rtol * e.abs()[finite]
-            ratio = torch.where(diff == 0, 0.0, diff / tol).max()   # an exact check (tolerance 0) that holds: 0
+            ratio = self._checks.error_over_tolerance(g[finite], e[finite], atol, rtol).max()
             self._worst = max(self._worst, float(ratio))
         return self._compare(got, expected, atol=atol, rtol=rtol, allocation=allocation)
 
