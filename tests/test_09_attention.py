@@ -636,20 +636,22 @@ def _tf32_attention(q, k, v, sm_scale):
 def test_fp32_tolerance_covers_tf32_products_on_the_sm_scale_test():
     """A GPU multiplies fp32 q, k and v as TF32. On test_attention_sm_scale's first case (D = 32, sm_scale = 1.0,
     scores up to about 15) the error that leaves is largest, and under the old fp32 tolerance of 1e-2 it failed an
-    honest copy once in a class of 40. Emulated here over 400 draws: the current tolerance keeps every draw below
-    0.6 of itself, the old one does not, and the emulation's median agrees with the H200's own over 1000 draws
-    (results/hidden_test_margins.json), so the emulation is the GPU's error and not a smaller one."""
+    honest copy once in a class of 40. Emulated here over 4000 draws: the current tolerance keeps every draw below
+    0.75 of itself, the old one does not, and the emulation's median and 99th percentile agree with the H200's
+    own over 1000 draws (results/hidden_test_margins.json), so the emulation is the GPU's error and not a
+    smaller one."""
     assert "rand(2, 2, 29, 32) for _ in range(3)), False, 1.0)" in solution_cell(CHAPTER, "test_attention_sm_scale")
     gen = torch.Generator().manual_seed(9)
-    q, k, v = (torch.randn(400, 2, 2, 29, 32, generator=gen).double() for _ in range(3))
+    q, k, v = (torch.randn(4000, 2, 2, 29, 32, generator=gen).double() for _ in range(3))
     want, got = attention_reference(q, k, v, False, 1.0), _tf32_attention(q, k, v, 1.0)
 
     def worst(atol, rtol):
         return ((got - want).abs() / (atol + rtol * want.abs())).flatten(1).amax(1)
 
     now = worst(*attention_tolerance(torch.float32))
-    assert float(now.max()) < 0.6, float(now.max())
-    assert float(worst(1e-2, 1e-2).max()) > 0.6
-    recorded = json.loads((ROOT / "results" / "hidden_test_margins.json").read_text())
-    gpu_median = recorded["chapters"][CHAPTER]["cells"]["test_attention_sm_scale"]["median_error_over_tolerance"]
-    assert abs(float(now.median()) / gpu_median - 1) < 0.25, (float(now.median()), gpu_median)
+    assert float(now.max()) < 0.75, float(now.max())
+    assert float(worst(1e-2, 1e-2).max()) > 1
+    gpu = json.loads((ROOT / "results" / "hidden_test_margins.json").read_text())
+    gpu = gpu["chapters"][CHAPTER]["cells"]["test_attention_sm_scale"]
+    assert abs(float(now.median()) / gpu["median_error_over_tolerance"] - 1) < 0.25, float(now.median())
+    assert abs(float(now.quantile(0.99)) / gpu["p99_error_over_tolerance"] - 1) < 0.25, float(now.quantile(0.99))
