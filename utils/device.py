@@ -33,9 +33,10 @@ def choose_backend() -> bool:
     if not _interpreter_requested() and not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
     if _interpreter_requested():
-        from .versions import repair_interpreter_scalars
+        from .versions import repair_interpreter_scalars, skip_repeated_interpreter_patching
 
         repair_interpreter_scalars()  # Triton 3.5/3.6 with NumPy >= 2.4 (see there); a no-op elsewhere
+        skip_repeated_interpreter_patching()  # speed only: the same interpreted builtins, bound once a launch
     return _interpreter_requested()
 
 

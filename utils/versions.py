@@ -100,3 +100,72 @@ def repair_interpreter_scalars() -> bool:
     interpreter._patch_lang_tensor = patch_lang_tensor
     return True
 
+
+
+class _NothingToRestore:
+    """What a skipped patching returns where Triton 3.6+ expects a scope with ``restore()``."""
+
+    def restore(self) -> None:
+        pass
+
+
+def skip_repeated_interpreter_patching() -> bool:
+    """Stop Triton's interpreter from re-binding ``triton.language`` at every call of one ``@triton.jit``
+    function from another; return True if installed.
+
+    A launch under the interpreter starts by replacing every builtin of ``tl``, ``tl.tensor`` and ``tl.math``
+    with an interpreted version (``_patch_lang``: ``inspect.getmembers`` over each module). Triton 3.5 to 3.9
+    do it again at every device-function call inside the launch, although the launch has already done it: in
+    chapter 09, whose kernel calls helpers (its own, and ``tl.max`` and ``tl.sum``, which are ``@triton.jit``
+    functions too) in every key block, that was about a quarter of a CPU run. This skips the repeat when the
+    launch has already patched the modules the callee sees and no other thread is inside a launch (threads share those module attributes, and a launch that ends elsewhere restores them; there the
+    interpreter keeps its own behaviour). The result is the same: the repeat finds the builtins already
+    replaced. Does nothing where the interpreter's functions cannot be found.
+
+    Call it, like :func:`repair_interpreter_scalars`, only once ``TRITON_INTERPRET`` is set.
+    """
+    import threading
+
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    original = getattr(interpreter, "_patch_lang", None)
+    executor = getattr(interpreter, "GridExecutor", None)
+    if original is None or executor is None or getattr(original, "course_repaired", False):
+        return False
+    launch_call = executor.__call__
+    this_thread = threading.local()
+    counter = threading.Lock()
+    launches = [0]  # launches running in any thread
+
+    def modules_of(fn) -> frozenset[int]:
+        return frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core))
+
+    def patch_lang(fn):
+        launch = getattr(this_thread, "launch", None)
+        if launch is not None and launch["patched"] is not None and launches[0] == 1 \
+                and modules_of(fn) <= launch["patched"]:
+            return _NothingToRestore()
+        scope = original(fn)
+        if launch is not None:   # these modules stay patched until the launch ends
+            launch["patched"] = (launch["patched"] or frozenset()) | modules_of(fn)
+        return scope
+
+    def run_launch(self, *args, **kwargs):
+        outer = getattr(this_thread, "launch", None)
+        this_thread.launch = {"patched": None}
+        with counter:
+            launches[0] += 1
+        try:
+            return launch_call(self, *args, **kwargs)
+        finally:
+            with counter:
+                launches[0] -= 1
+            this_thread.launch = outer
+
+    patch_lang.course_repaired = True  # type: ignore[attr-defined]
+    interpreter._patch_lang = patch_lang
+    executor.__call__ = run_launch
+    return True
