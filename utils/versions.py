@@ -1,5 +1,5 @@
-"""The torch, Triton and NumPy versions this course is tested with, a check against them, and the repair
-of a known breakage inside that range.
+"""The torch, Triton and NumPy versions this course is tested with, a check against them, and two repairs of
+Triton's interpreter inside that range: a breakage (NumPy 2.4) and a slowdown (device-function calls).
 
 The ranges here are the single source of truth: ``pyproject.toml``, the wheels of ``packaging/`` and
 ``environment.yml`` must agree with them (``tests/test_packaging.py`` checks that). CI runs the chapters'
@@ -99,7 +99,6 @@ def repair_interpreter_scalars() -> bool:
     patch_lang_tensor.course_repaired = True  # type: ignore[attr-defined]
     interpreter._patch_lang_tensor = patch_lang_tensor
     return True
-
 
 
 class _NothingToRestore:
