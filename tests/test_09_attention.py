@@ -27,7 +27,7 @@ from triton_course.attention import (AMPERE_CONFIGS, ATTENTION_HINTS, COPY_HINTS
                                      causal_block_sweep, check_base_offset, check_row_offset, check_split,
                                      copy_reference, for_length, launch_config, pinned_config, recorded_causal_ratios,
                                      tiles_visited)
-from triton_course.checks import CheckFailed, check
+from triton_course.checks import CheckFailed, check, error_over_tolerance
 
 CHAPTER = "09_attention"
 ATTENTION_TESTS = ["test_attention_one_batch", "test_attention_batches_and_heads", "test_attention_causal",
@@ -646,7 +646,7 @@ def test_fp32_tolerance_covers_tf32_products_on_the_sm_scale_test():
     want, got = attention_reference(q, k, v, False, 1.0), _tf32_attention(q, k, v, 1.0)
 
     def worst(atol, rtol):
-        return ((got - want).abs() / (atol + rtol * want.abs())).flatten(1).amax(1)
+        return error_over_tolerance(got, want, atol, rtol).flatten(1).amax(1)
 
     now = worst(*attention_tolerance(torch.float32))
     assert float(now.max()) < 0.75, float(now.max())
