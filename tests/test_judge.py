@@ -205,6 +205,44 @@ def test_outside_data_stays_outside_when_viewed_and_copied(tmp_path):
         check(s.base["add"], (torch.randn(300), torch.randn(300)), reference, atol=1e-6, rtol=1e-5)
 
 
+def test_the_operator_log_does_without_torch_dynamo_and_still_logs_beside_it(tmp_path):
+    """The student's process logs operators with a dispatch mode; PyTorch's own wrapping of it would import
+    torch._dynamo on the first operator (2 s of CPU per graded submission). The log imports nothing of the
+    kind, and once torch._dynamo is imported (by the student, say) it still catches what it caught."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.conftest import ROOT
+
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        import torch
+        from triton_course.checks import CheckFailed, check
+        from tests.test_judge import add, add_numpy_behind_a_launch, reference, session
+
+        def caught(folder, fn):
+            try:
+                check(session(Path(folder), add=fn).base["add"],
+                      (torch.randn(300), torch.randn(300)), reference, atol=1e-6, rtol=1e-5)
+            except CheckFailed as failure:
+                return "neither its inputs nor a Triton kernel produced" in str(failure)
+            return False
+
+        results = [caught({str(tmp_path / "a")!r}, add), caught({str(tmp_path / "b")!r}, add_numpy_behind_a_launch),
+                   "torch._dynamo" in sys.modules]
+        import torch._dynamo
+        results.append(caught({str(tmp_path / "c")!r}, add_numpy_behind_a_launch))
+        print(results)
+    """)
+    for name in "abc":
+        (tmp_path / name).mkdir()
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[False, True, False, True]", proc.stdout[-2000:]
+
+
 # -- on a GPU (the device machine): the timed loop replays a CUDA graph of the watched calls -------------
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: run on the device machine")

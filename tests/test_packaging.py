@@ -207,6 +207,52 @@ def test_range_check_device_function_calls_reuse_the_launchs_interpreted_languag
     assert skip_repeated_interpreter_patching() is False, "a second install must do nothing"
 
 
+def test_range_check_the_interpreter_skips_overflow_checks_it_would_discard(monkeypatch):
+    """Under the interpreter, every 32-bit integer +, - and * was also checked for overflow in 64 bits, and the
+    verdict dropped (device_assert does nothing without debug). The helpers skip those checks
+    (triton_course.versions.skip_discarded_overflow_checks): the results are the same (32-bit wrap-around,
+    as on a GPU built without debug), no comparison is computed, and with debug on the checks stay and report."""
+    import dataclasses
+
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    from triton_course.versions import skip_discarded_overflow_checks
+
+    builder = interpreter.interpreter_builder
+    assert builder.options.sanitize_overflow is False and builder.options.debug is False, builder.options
+    assert skip_discarded_overflow_checks() is False, "a second install must do nothing"
+
+    @triton.jit
+    def scaled_index(out_ptr, scale, N: tl.constexpr):
+        i = tl.arange(0, N)
+        tl.store(out_ptr + i, i * scale + 1)
+
+    compares = []
+    real = builder.create_icmpSLE
+    monkeypatch.setattr(builder, "create_icmpSLE", lambda *args: compares.append(1) or real(*args))
+
+    def run(options):
+        monkeypatch.setattr(builder, "options", options)
+        compares.clear()
+        out = torch.zeros(4, dtype=torch.int32)
+        scaled_index[(1,)](out, 2**30, N=4)
+        return out.tolist(), len(compares)
+
+    wrapped = [1, 2**30 + 1, -2**31 + 1, -2**30 + 1]   # i * 2^30 + 1 in 32 bits
+    skipped, checked = run(builder.options), run(dataclasses.replace(builder.options, sanitize_overflow=True))
+    assert skipped == (wrapped, 0), skipped
+    assert checked[0] == wrapped and checked[1] >= 2, checked   # computed, then thrown away
+
+    debug = dataclasses.replace(builder.options, sanitize_overflow=True, debug=True)
+    monkeypatch.setattr(builder, "options", debug)
+    assert skip_discarded_overflow_checks() is False and builder.options is debug, "with debug the checks are read"
+    with pytest.raises(Exception, match="overflow"):
+        scaled_index[(1,)](torch.zeros(4, dtype=torch.int32), 2**30, N=4)
+
+
 @pytest.mark.notebook
 @pytest.mark.skipif(os.environ.get("COURSE_RANGE_CHECK") != "1",
                     reason="run by `make test-range` (packaging/check_range.py); with the newest Triton the chapters' "

@@ -33,10 +33,12 @@ def choose_backend() -> bool:
     if not _interpreter_requested() and not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
     if _interpreter_requested():
-        from .versions import repair_interpreter_scalars, skip_repeated_interpreter_patching
+        from .versions import (repair_interpreter_scalars, skip_discarded_overflow_checks,
+                               skip_repeated_interpreter_patching)
 
         repair_interpreter_scalars()  # Triton 3.5/3.6 with NumPy >= 2.4 (see there); a no-op elsewhere
         skip_repeated_interpreter_patching()  # speed only: the same interpreted builtins, bound once a launch
+        skip_discarded_overflow_checks()  # speed only: checks whose device_assert does nothing without debug
     return _interpreter_requested()
 
 

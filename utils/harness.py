@@ -111,29 +111,42 @@ class OperatorLog:
         log = self
 
         class _Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                out = func(*args, **kwargs)
-                if inside_launch():
-                    return out
-                name = func.overloadpacket.__name__
-                log.ops[name] = log.ops.get(name, 0) + 1
-                if log.record is not None:
-                    log.record.on_op(func, args, kwargs, out)
-                if name in log.COPIES:
-                    src = args[1] if name == "copy_" else args[0]
-                    if isinstance(src, torch.Tensor) and src.device.type != "meta" and not log.is_known(src):
-                        log.unknown_copies += 1
-                # fresh allocations are known; views and copies are known when their source is (so data
-                # lifted from NumPy or Python by lift_fresh never becomes known by being viewed or copied)
-                source_known = bool(args) and isinstance(args[0], torch.Tensor) and log.is_known(args[0])
-                if name in log.FRESH or (name not in log.OUTSIDE and source_known and
-                                         (name in log.COPIES or _is_view(func))):
-                    for t in (out if isinstance(out, (tuple, list)) else (out,)):
-                        if isinstance(t, torch.Tensor) and t.device.type != "meta":
-                            log.known.add(t.untyped_storage().data_ptr())
-                return out
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                """PyTorch would wrap ``__torch_dispatch__`` in ``torch._disable_dynamo``, whose first call imports
+                ``torch._dynamo`` (2 s of CPU in every graded process). It is done below, and only where
+                ``torch._dynamo`` is imported already: without it, torch.compile cannot be tracing the call."""
+                return False
 
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if "torch._dynamo" in sys.modules:
+                    return _record_outside_dynamo(self, func, types, args, kwargs)
+                return _record(self, func, types, args, kwargs)
+
+        def _record(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if inside_launch():
+                return out
+            name = func.overloadpacket.__name__
+            log.ops[name] = log.ops.get(name, 0) + 1
+            if log.record is not None:
+                log.record.on_op(func, args, kwargs, out)
+            if name in log.COPIES:
+                src = args[1] if name == "copy_" else args[0]
+                if isinstance(src, torch.Tensor) and src.device.type != "meta" and not log.is_known(src):
+                    log.unknown_copies += 1
+            # fresh allocations are known; views and copies are known when their source is (so data
+            # lifted from NumPy or Python by lift_fresh never becomes known by being viewed or copied)
+            source_known = bool(args) and isinstance(args[0], torch.Tensor) and log.is_known(args[0])
+            if name in log.FRESH or (name not in log.OUTSIDE and source_known and
+                                     (name in log.COPIES or _is_view(func))):
+                for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                    if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                        log.known.add(t.untyped_storage().data_ptr())
+            return out
+
+        _record_outside_dynamo = torch._disable_dynamo(_record, recursive=True)
         self._mode = _Mode()
         self._mode.__enter__()
         return self
