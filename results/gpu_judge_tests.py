@@ -2,9 +2,10 @@
 
     python results/gpu_judge_tests.py [--out DIR]
 
-Runs ``pytest tests/test_judge.py -k gpu`` (the tests marked ``needs_gpu``, which skip on CI's CPU) with a
-JUnit report, and writes ``DIR/gpu_judge_tests.json``: the device, the versions, the commit, the names of the
-tests that passed, failed or skipped, and pytest's summary line. tests/test_results.py requires a recorded
+Runs ``pytest tests/test_judge.py -k on_a_gpu`` (the tests marked ``needs_gpu``, all named ``test_on_a_gpu_...``,
+which skip on CI's CPU; the judge's other tests run on the CPU, with CPU tensors) with a JUnit report, and writes
+``DIR/gpu_judge_tests.json``: the device, the versions, the commit, the names of the tests that passed, failed or
+skipped, and pytest's summary line. tests/test_results.py requires a recorded
 pass on an H200 for every ``needs_gpu`` test. Needs a CUDA GPU.
 """
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("this records the judge's GPU tests: it needs a CUDA GPU", file=sys.stderr)
         return 2
-    command = [sys.executable, "-m", "pytest", "-q", "tests/test_judge.py", "-k", "gpu", "-rA", "-p",
+    command = [sys.executable, "-m", "pytest", "-q", "tests/test_judge.py", "-k", "on_a_gpu", "-rA", "-p",
                "no:cacheprovider"]
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
