@@ -39,7 +39,7 @@ def graded(tmp_path_factory):
     build_submissions(CHAPTER, tmp / "submitted")
     keep = ("hal_two_pass", "jay_fp16_math")
     subs = [s for s in find_submissions(tmp / "submitted", CHAPTER) if s.student in keep]
-    return {(r.student, r.grade_id): r for r in grade_all(subs, tmp / "out", workers=2)}
+    return {(r.student, r.grade_id): r for r in grade_all(subs, tmp / "out", workers=2, feedback=False)}
 
 
 @pytest.mark.notebook

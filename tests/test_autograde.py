@@ -62,6 +62,13 @@ def test_solution_earns_every_gradable_point_and_untouched_earns_none(chapter, t
             assert r.status == "passed" and r.points == r.max_points, r
     assert sum(r.points for r in by_student["untouched"]) == 0
     assert all(r.status in ("failed", "not_graded") for r in by_student["untouched"])
+    # the chapter's feedback (the only feedback its tests generate): written, and no hidden test line in it
+    from grader.feedback import leaks
+
+    source = nbformat.read(solution_notebook(chapter), as_version=4)
+    for student in ("solution", "untouched"):
+        html = tmp_path / "out" / "feedback" / student / f"{chapter}.html"
+        assert html.exists() and not leaks(html, source), (student, leaks(html, source) if html.exists() else None)
 
 
 def test_vector_add_examples_fail_for_the_right_reason(tmp_path):
