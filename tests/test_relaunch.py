@@ -248,6 +248,29 @@ def test_the_notebook_cheats_earn_no_correctness_point(student, words):
         assert outcomes[gid].startswith("CheckFailed") and words in outcomes[gid], (gid, outcomes[gid][:500])
 
 
+def test_a_blinded_operator_log_earns_nothing_and_the_honest_student_after_it_everything():
+    """tests/safety/03_vector_add/kai_blinds_the_operator_log: the log's path once torch._dynamo is imported,
+    hijacked so that no operator is logged, and x + y by PyTorch behind an empty launch. The verdict comes from
+    the re-run launches, so it earns no correctness point; the honest student graded next in the same process
+    earns every one. (Run in this process, so what the cheat replaces in torch is put back before the next
+    student, whose real grading starts a fresh kernel process.)"""
+    import sys
+
+    had_dynamo, disable = "torch._dynamo" in sys.modules, torch._disable_dynamo
+    try:
+        outcomes = run_with_answers("03_vector_add", "kai_blinds_the_operator_log", root=SAFETY_ANSWERS)
+    finally:  # as a fresh kernel process would start for the next student
+        torch._disable_dynamo = disable
+        if not had_dynamo:
+            sys.modules.pop("torch._dynamo", None)
+    honest = run_with_answers("03_vector_add", "ada_correct")
+    correctness = [gid for gid in outcomes if gid != "test_add_bandwidth"]
+    assert len(correctness) == 4
+    for gid in correctness:
+        assert outcomes[gid].startswith("CheckFailed") and "do not compute" in outcomes[gid], (gid, outcomes[gid][:500])
+        assert honest[gid] == "passed", (gid, honest[gid][:500])
+
+
 def test_only_kernels_the_notebook_defines_are_re_run(tmp_path):
     allowed = {kernel_shape('''
 @triton.jit
