@@ -59,6 +59,15 @@ def check_versions(installed: dict[str, str]) -> list[VersionVerdict]:
             for name in TESTED_RANGES if name in installed]
 
 
+def _interpreter():
+    """Triton's interpreter module (``triton.runtime.interpreter``), or None where Triton cannot be imported."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return None
+    return interpreter
+
+
 def repair_interpreter_scalars() -> bool:
     """Repair Triton's interpreter where NumPy >= 2.4 breaks it; return True if a repair was installed.
 
@@ -72,10 +81,7 @@ def repair_interpreter_scalars() -> bool:
     Call it only once ``TRITON_INTERPRET`` is set (:func:`triton_course.device.choose_backend` does): it imports
     Triton, and Triton 3.5 decides at import whether its own ``@triton.jit`` helpers are interpreted.
     """
-    try:
-        from triton.runtime import interpreter
-    except ImportError:
-        return False
+    interpreter = _interpreter()
     original = getattr(interpreter, "_patch_lang_tensor", None)
     if original is None or getattr(original, "course_repaired", False):
         return False
@@ -127,11 +133,11 @@ def skip_repeated_interpreter_patching() -> bool:
     """
     import threading
 
-    try:
-        import triton.language as tl
-        from triton.runtime import interpreter
-    except ImportError:
+    interpreter = _interpreter()
+    if interpreter is None:
         return False
+    import triton.language as tl
+
     original = getattr(interpreter, "_patch_lang", None)
     executor = getattr(interpreter, "GridExecutor", None)
     if original is None or executor is None or getattr(original, "course_repaired", False):
@@ -191,11 +197,7 @@ def skip_discarded_overflow_checks() -> bool:
     """
     import dataclasses
 
-    try:
-        from triton.runtime import interpreter
-    except ImportError:
-        return False
-    builder = getattr(interpreter, "interpreter_builder", None)
+    builder = getattr(_interpreter(), "interpreter_builder", None)
     options = getattr(builder, "options", None)
     if not dataclasses.is_dataclass(options) or getattr(options, "debug", True) \
             or not getattr(options, "sanitize_overflow", False):
