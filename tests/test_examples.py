@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
+import nbformat
 import pytest
 
+from grader.course import student_notebook
 from grader.examples import answer_files, answer_source, apply_answers, parse_answers, solution_code
 from tests.conftest import CHAPTERS
 
@@ -40,3 +44,26 @@ def test_every_answer_file_applies_to_the_current_solution(chapter):
     for f in files:
         nb = apply_answers(chapter, parse_answers(f.read_text()))
         assert nb.cells, f
+
+
+#: A line of a student template that checks a graded function's inputs (``expect`` / ``expect_float``).
+_INPUT_CHECK = re.compile(r"^\s*(return\s+)?expect(_float)?\(")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_examples_keep_the_templates_input_checks(chapter):
+    """An example stands for one mistake, so it keeps the input checks the student template gives (a student
+    edits around them): one written out before the template took bfloat16 refuses it, and on a GPU it would
+    lose the bfloat16 checks for a reason its description never names. The interpreter skips bfloat16, so
+    only this comparison catches that here."""
+    template = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
+                for c in nbformat.read(student_notebook(chapter), as_version=4).cells}
+    stale = []
+    for f in answer_files(chapter):
+        for grade_id, answer in parse_answers(f.read_text()).items():
+            if not isinstance(answer, str):
+                continue   # taken from the solution, whose checks the template shares
+            typed = {line.strip() for line in answer.splitlines()}
+            stale += [f"{f.stem} [{grade_id}]: {line.strip()}" for line in template[grade_id].splitlines()
+                      if _INPUT_CHECK.match(line) and line.strip() not in typed]
+    assert not stale, "examples without the template's input checks:\n" + "\n".join(stale)

@@ -16,8 +16,8 @@ def softmax_kernel(x_ptr, out_ptr, n_rows, n_cols, x_row_stride, out_row_stride,
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dimension of a 2-D float32/float16 tensor, by softmax_kernel."""
-    expect("x", x, ndim=2)
+    """Softmax over the last dimension of a 2-D float32/float16/bfloat16 tensor, by softmax_kernel."""
+    expect("x", x, ndim=2, dtypes=(torch.float32, torch.float16, torch.bfloat16))
     if x.shape[1] > MAX_COLS:
         raise BadInputError(f"x has rows of {x.shape[1]} elements; softmax takes up to {MAX_COLS} "
                             "(longer rows: softmax_long, the extension)")
@@ -52,8 +52,8 @@ def softmax_long_kernel(x_ptr, out_ptr, n_cols, x_row_stride, out_row_stride, CH
 
 
 def softmax_long(x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dimension of a 2-D float32/float16 tensor with rows of any length."""
-    expect("x", x, ndim=2)
+    """Softmax over the last dimension of a 2-D float32/float16/bfloat16 tensor with rows of any length."""
+    expect("x", x, ndim=2, dtypes=(torch.float32, torch.float16, torch.bfloat16))
     if x.stride(1) != 1 and x.shape[1] > 1:
         x = x.contiguous()
     out = torch.empty_like(x)

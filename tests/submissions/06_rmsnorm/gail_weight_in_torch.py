@@ -22,9 +22,9 @@ def launch_config(m: int, n: int, element_size: int) -> tuple[int, int, int, int
 
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """RMSNorm over the last dimension of x (float32 or float16, any rank), scaled by weight of shape [N]."""
-    expect("x", x)
-    expect("weight", weight, ndim=1)
+    """RMSNorm over the last dimension of x (float32, float16 or bfloat16, any rank), scaled by weight of shape [N]."""
+    expect_float("x", x)
+    expect_float("weight", weight, ndim=1)
     if x.dim() == 0 or weight.shape[0] != x.shape[-1]:
         raise BadInputError(f"weight has shape {tuple(weight.shape)}; it must be [N] for x of shape "
                             f"{tuple(x.shape)} (N, the last dimension, is normalised)")
