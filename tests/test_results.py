@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from grader.examples import answer_files, describe
+from tests.conftest import CHAPTERS, ROOT
 
 RESULTS = sorted((ROOT / "results").glob("*.json"))
 
@@ -965,3 +966,29 @@ def test_hidden_test_margins_counts_a_failed_draw_and_how_far_off_it_was(tmp_pat
     for gid in ("test_add_ragged", "test_add_2d"):
         assert off[gid]["failed"] == 2 and 1.4 < off[gid]["max_error_over_tolerance"] < 1.6, off[gid]
         assert "Near miss: 1 of" in off[gid]["failures"][0]
+
+
+#: Example submissions whose description (the answer file's first line) says how they fare on an H200, and what
+#: it says: "full marks" (every test passed, the bandwidth test included).
+CLAIMED_ON_THE_H200 = {("05_softmax", "ivy_one_row"): "full marks",
+                       ("06_rmsnorm", "carl_one_row_per_program"): "full marks"}
+
+
+def test_examples_that_describe_themselves_on_an_h200_were_graded_there_as_they_say():
+    """An example's description is read by instructors as a fact: one that names the H200 must have been graded
+    there (the latest of the sandboxed gradings in results/gpu_trusted_grading_*.json that graded it), with the
+    result it claims."""
+    described = {(c, f.stem) for c in CHAPTERS for f in answer_files(c) if "H200" in describe(f)}
+    assert described == set(CLAIMED_ON_THE_H200), "examples naming the H200 and what they claim must match"
+    latest: dict[tuple[str, str], tuple[str, list[dict]]] = {}
+    for path in (ROOT / "results").glob("gpu_trusted_grading_*.json"):
+        r = json.loads(path.read_text())
+        for key in {(x["assignment"], x["student"]) for x in r.get("records", [])} & described:
+            if key not in latest or r["date"] > latest[key][0]:
+                latest[key] = (r["date"], [x for x in r["records"] if (x["assignment"], x["student"]) == key])
+    for key, claim in CLAIMED_ON_THE_H200.items():
+        assert key in latest, f"{key} says how it fares on an H200 but was never graded there"
+        records = latest[key][1]
+        assert claim == "full marks", f"{key}: this test knows how to check 'full marks' only"
+        assert any("bandwidth" in x["grade_id"] for x in records), f"{key}: no bandwidth test graded"
+        assert all(x["status"] == "passed" and x["points"] == x["max_points"] for x in records), key
