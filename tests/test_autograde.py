@@ -17,6 +17,7 @@ import pytest
 from grader.autograde import find_submissions, grade_all, graded_cells
 from grader.course import solution_notebook
 from grader.examples import apply_answers, build_submissions
+from grader.feedback import leaks
 from grader.results import read_json
 from tests.conftest import CHAPTERS, ROOT
 
@@ -63,8 +64,6 @@ def test_solution_earns_every_gradable_point_and_untouched_earns_none(chapter, t
     assert sum(r.points for r in by_student["untouched"]) == 0
     assert all(r.status in ("failed", "not_graded") for r in by_student["untouched"])
     # the chapter's feedback (the only feedback its tests generate): written, and no hidden test line in it
-    from grader.feedback import leaks
-
     source = nbformat.read(solution_notebook(chapter), as_version=4)
     for student in ("solution", "untouched"):
         html = tmp_path / "out" / "feedback" / student / f"{chapter}.html"
