@@ -235,6 +235,27 @@ def test_launch_config_falls_back_where_tma_cannot_run(ns):
     assert launch_config(q, q, q, False, ns["HOPPER_CONFIGS"]) == INTERPRETER_CONFIG   # the pin is gone
 
 
+def test_a_causal_launch_whose_key_blocks_do_not_divide_its_query_blocks_is_refused_not_wrong(ns):
+    """The unmasked stage of a causal program runs whole key blocks up to start_m (a multiple of BLOCK_M): with
+    BLOCK_N = 2 * BLOCK_M its last block reaches past the diagonal without a mask, and the kernel is wrong (on the
+    H200 a 64 x 128 causal launch was 0.64 off, results/09_attention_d128_launches.json). launch_config refuses
+    such a launch with a message; the same launch without the mask, and every launch the chapter uses, run."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 64, 16) for _ in range(3))
+    wide = AttentionConfig(16, 32, 4, 1)
+    with pinned_config(wide):
+        with pytest.raises(ValueError, match="BLOCK_N to divide BLOCK_M"):
+            ns["attention"](q, k, v, True)
+        assert torch.allclose(ns["attention"](q, k, v, False), attention_reference(q, k, v, False), atol=1e-4)
+    # the kernel itself, launched at those blocks past the check, does go wrong: the refusal is needed
+    out = torch.empty_like(q)
+    ns["attention_kernel"][(4, 2)](q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride(), 2, 64,
+                                   ns["LOG2E"] / 4, CAUSAL=True, HEAD_DIM=16, BLOCK_M=16, BLOCK_N=32)
+    assert (out - attention_reference(q, k, v, True)).abs().max() > 0.1
+    for blocks in (*GPU_BLOCKS, *((c.block_m, c.block_n) for c in (INTERPRETER_CONFIG,))):
+        assert blocks[0] % blocks[1] == 0, blocks
+
+
 #: Warp-specialised and TMA configurations the focused sweep (results/sweeps/attention_sweep.py --focus) times on
 #: the H200: the single unmasked loop and the output through the tensor descriptor (store_tile), emulated here.
 SWEEP_PATHS = [AttentionConfig(128, 64, 4, 3, tma=True, warp_spec=True),
@@ -618,6 +639,27 @@ def test_lazy_rescale_probe_runs_both_kernels_under_the_interpreter():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("growing lazy     correct") == 4 and proc.stdout.count("normal  lazy     correct") == 4
     assert "WRONG" not in proc.stdout
+
+
+@pytest.mark.parametrize("which", ["first", "wide"])
+def test_d128_launch_probe_runs_its_launches_under_the_interpreter(which):
+    """results/sweeps/attention_d128_launches.py --dry-run: every launch of each set agrees with float64 under the
+    interpreter (register caps are dropped there, and the float16-pair exponentials, inline PTX, run only on a GPU),
+    but the causal 64 x 128 ones, which launch_config now refuses with its message instead of running them wrong."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_d128_launches.py"),
+                           "--set", which, "--dry-run"], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    refused = [line for line in proc.stdout.splitlines() if "NOT USED" in line]
+    if which == "first":
+        assert len(refused) == 2 and all("64x128" in line and "BLOCK_N to divide BLOCK_M" in line for line in refused)
+        assert proc.stdout.count(" correct (max error") == 15
+    else:
+        assert refused == [] and proc.stdout.count(" correct (max error") == 18
 
 
 def _tf32(x: torch.Tensor) -> torch.Tensor:

@@ -499,7 +499,8 @@ def launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     with N a multiple of BLOCK_N. Ampere/Ada: :data:`AMPERE_CONFIGS`; Turing: :data:`TURING_CONFIG`; the
     interpreter: :data:`INTERPRETER_CONFIG`. Inside :func:`pinned_config` the pinned one, with the same checks,
     except that the interpreter runs TMA and warp-specialised configurations too (it emulates descriptors and
-    ignores warp specialisation), so that tests on the CPU reach the code paths a Hopper GPU takes."""
+    ignores warp specialisation), so that tests on the CPU reach the code paths a Hopper GPU takes. A causal launch
+    whose BLOCK_N does not divide BLOCK_M is refused (ValueError): the kernel's unmasked stage stops at start_m."""
     from .device import current
 
     dev = current()
@@ -518,6 +519,10 @@ def launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         config = AMPERE_CONFIGS[head_dim]
     else:
         config = TURING_CONFIG
+    if causal and config.block_m % config.block_n:
+        # the unmasked stage runs whole key blocks up to start_m, a multiple of BLOCK_M: with BLOCK_N not dividing
+        # it, its last block reaches past the diagonal unmasked (a 64 x 128 launch was 0.64 off on the H200)
+        raise ValueError(f"causal attention needs BLOCK_N to divide BLOCK_M, got {config.describe()}")
     emulated = pinned and dev.interpreted
     tma = config.tma and (tma_layout_ok(q, k, v) if emulated else tma_ready(q, k, v))
     warp_spec = config.warp_spec and (tma or emulated) and not causal and q.shape[2] % config.block_n == 0
