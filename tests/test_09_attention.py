@@ -662,6 +662,22 @@ def test_d128_launch_probe_runs_its_launches_under_the_interpreter(which):
         assert refused == [] and proc.stdout.count(" correct (max error") == 18
 
 
+def test_graph_timing_probe_checks_what_it_times_under_the_interpreter():
+    """results/sweeps/attention_graphs.py --dry-run: the functions it replays from CUDA graphs on a GPU (the
+    notebook's table twice, the 128 x 128 launch pinned at D = 128 without a mask) agree with float64 in all four
+    cases."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_graphs.py"), "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count(" correct (max error") == 9 and "WRONG" not in proc.stdout
+    assert "tma 128x128 w8 s3      correct" in proc.stdout
+
+
 def _tf32(x: torch.Tensor) -> torch.Tensor:
     """fp32 values as a tensor core takes them for TF32: the low 13 of 23 mantissa bits dropped (float64 out)."""
     bits = x.to(torch.float32).view(torch.int32) & ~0x1FFF
