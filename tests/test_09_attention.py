@@ -678,6 +678,26 @@ def test_graph_timing_probe_checks_what_it_times_under_the_interpreter():
     assert "tma 128x128 w8 s3      correct" in proc.stdout
 
 
+def test_fixed_cost_probe_checks_its_launch_under_the_interpreter():
+    """results/sweeps/attention_fixed_cost.py --dry-run: the 128 x 128 launch it times on a GPU agrees with
+    float64 under the interpreter; its line fit recovers a line it is given."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_fixed_cost.py"), "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and "128x128 w8 s3: correct" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sys.path.insert(0, str(ROOT / "results" / "sweeps"))
+    try:
+        from attention_fixed_cost import fit
+    finally:
+        sys.path.remove(str(ROOT / "results" / "sweeps"))
+    once, per = fit([2, 4, 8, 16], [4.0 + 1.5 * x for x in (2, 4, 8, 16)])
+    assert math.isclose(once, 4.0) and math.isclose(per, 1.5)
+
+
 def _tf32(x: torch.Tensor) -> torch.Tensor:
     """fp32 values as a tensor core takes them for TF32: the low 13 of 23 mantissa bits dropped (float64 out)."""
     bits = x.to(torch.float32).view(torch.int32) & ~0x1FFF

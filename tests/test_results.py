@@ -562,6 +562,24 @@ def test_replayed_from_cuda_graphs_attention_is_where_chapter_09_says():
             assert min(both) == min(rows[0]["ratio_to_sdpa"][k] for k in ("notebook table", "notebook table, again"))
 
 
+def test_a_short_attention_program_pays_twice_cudnns_once_as_chapter_09_says():
+    """results/09_attention_fixed_cost.json (H200, D = 128, 1056 programs in every run): the 128 x 128 launch pays
+    about 4.0 us once per program and 1.86 us per key block, SDPA 1.9 and 1.64 for the same rows: 88% of cuDNN's
+    pace per block, twice its one-time cost, and together 0.79 of it at N = 1024 (8 key blocks), as quoted."""
+    r = _result("09_attention_fixed_cost")
+    assert r["command"] == "python results/sweeps/attention_fixed_cost.py" and "H200" in r["device"]
+    assert [row["N"] for row in r["rows"]] == [256, 512, 1024, 2048, 4096]
+    ours, sdpa = r["lines"]["notebook 128x128 w8 s3"], r["lines"]["SDPA"]
+    pace = sdpa["us_per_key_block"] / ours["us_per_key_block"]
+    at_1024 = (sdpa["us_once"] + 8 * sdpa["us_per_key_block"]) / (ours["us_once"] + 8 * ours["us_per_key_block"])
+    assert 1.8 < ours["us_once"] / sdpa["us_once"] < 2.4 and round(pace, 2) == 0.88 and round(at_1024, 2) == 0.79
+    text = _solution_text("09_attention")
+    for quoted in (f"{ours['us_once']:.1f} µs once and {ours['us_per_key_block']:.2f} µs per key block",
+                   f"SDPA takes {sdpa['us_once']:.1f} µs and {sdpa['us_per_key_block']:.2f} µs", "88% of cuDNN's pace",
+                   "0.79 at `N = 1024`"):
+        assert quoted in text, quoted
+
+
 def test_stacking_fewer_short_rows_per_program_does_not_close_the_rmsnorm_gaps():
     """results/norms_gaps_short_rows.json (launches of under 4 values a thread allowed): at rows of 64, one or two
     rows a program reach under half of what the reference reaches, so Liger-Kernel's lead there is not a launch of
