@@ -591,20 +591,28 @@ def test_host_descriptor_probe_kernels_compute_attention_in_the_interpreter():
     assert len(errors) == 6 and all(err < 1e-5 for err in errors.values()), errors
 
 
-def test_hand_pipelined_probe_runs_both_kernels_under_the_interpreter():
-    """results/sweeps/attention_pipelined.py --dry-run: the notebook's kernel and its copy with the unmasked loop
-    pipelined by hand (block j + 1's scores before block j's softmax) agree with float64 for every launch and case
-    the probe times, masked remainders included (N = 100 in blocks of 16)."""
+def _probe_dry_run(script: str, *args: str, interpret: bool = True) -> str:
+    """stdout of ``results/sweeps/<script> --dry-run`` run in a child process, which must exit 0; with
+    ``interpret=False`` TRITON_INTERPRET is left out of its environment (the script must set it itself)."""
     import os
     import subprocess
     import sys
 
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_pipelined.py"), "--dry-run"],
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update({"PYTHONPATH": str(ROOT), **({"TRITON_INTERPRET": "1"} if interpret else {})})
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / script), *args, "--dry-run"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.count("pipelined  correct") == 5 and proc.stdout.count("as is      correct") == 5
-    assert "WRONG" not in proc.stdout
+    return proc.stdout
+
+
+def test_hand_pipelined_probe_runs_both_kernels_under_the_interpreter():
+    """results/sweeps/attention_pipelined.py --dry-run: the notebook's kernel and its copy with the unmasked loop
+    pipelined by hand (block j + 1's scores before block j's softmax) agree with float64 for every launch and case
+    the probe times, masked remainders included (N = 100 in blocks of 16)."""
+    out = _probe_dry_run("attention_pipelined.py")
+    assert out.count("pipelined  correct") == 5 and out.count("as is      correct") == 5
+    assert "WRONG" not in out
 
 
 def test_persistent_probe_runs_its_variants_under_the_interpreter_it_chooses_itself():
@@ -612,33 +620,18 @@ def test_persistent_probe_runs_its_variants_under_the_interpreter_it_chooses_its
     2-D ones, with and without ``flatten``) agree with float64, causal or not. Started without TRITON_INTERPRET in
     its environment: the script sets it before importing Triton, or Triton's own functions (``tl.max``) would stay
     compiled ones that the interpreter cannot call."""
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_persistent.py"),
-                           "--dry-run"], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.count(" correct (max error") == 5 and "WRONG" not in proc.stdout
-    assert "pers2d flat 32x16" in proc.stdout
+    out = _probe_dry_run("attention_persistent.py", interpret=False)
+    assert out.count(" correct (max error") == 5 and "WRONG" not in out
+    assert "pers2d flat 32x16" in out
 
 
 def test_lazy_rescale_probe_runs_both_kernels_under_the_interpreter():
     """results/sweeps/attention_lazy_rescale.py --dry-run: the notebook's kernel and its copy that rescales only when
     a row's maximum grows by more than 8 agree with float64 in every case, on keys that grow along the sequence too
     (where a rescale that forgot the row sums was 4 off)."""
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_lazy_rescale.py"),
-                           "--dry-run"], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.count("growing lazy     correct") == 4 and proc.stdout.count("normal  lazy     correct") == 4
-    assert "WRONG" not in proc.stdout
+    out = _probe_dry_run("attention_lazy_rescale.py")
+    assert out.count("growing lazy     correct") == 4 and out.count("normal  lazy     correct") == 4
+    assert "WRONG" not in out
 
 
 @pytest.mark.parametrize("which", ["first", "wide"])
@@ -646,49 +639,30 @@ def test_d128_launch_probe_runs_its_launches_under_the_interpreter(which):
     """results/sweeps/attention_d128_launches.py --dry-run: every launch of each set agrees with float64 under the
     interpreter (register caps are dropped there, and the float16-pair exponentials, inline PTX, run only on a GPU),
     but the causal 64 x 128 ones, which launch_config now refuses with its message instead of running them wrong."""
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_d128_launches.py"),
-                           "--set", which, "--dry-run"], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    refused = [line for line in proc.stdout.splitlines() if "NOT USED" in line]
+    out = _probe_dry_run("attention_d128_launches.py", "--set", which)
+    refused = [line for line in out.splitlines() if "NOT USED" in line]
     if which == "first":
         assert len(refused) == 2 and all("64x128" in line and "BLOCK_N to divide BLOCK_M" in line for line in refused)
-        assert proc.stdout.count(" correct (max error") == 15
+        assert out.count(" correct (max error") == 15
     else:
-        assert refused == [] and proc.stdout.count(" correct (max error") == 18
+        assert refused == [] and out.count(" correct (max error") == 18
 
 
 def test_graph_timing_probe_checks_what_it_times_under_the_interpreter():
     """results/sweeps/attention_graphs.py --dry-run: the functions it replays from CUDA graphs on a GPU (the
     notebook's table twice, the 128 x 128 launch pinned at D = 128 without a mask) agree with float64 in all four
     cases."""
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_graphs.py"), "--dry-run"],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.count(" correct (max error") == 9 and "WRONG" not in proc.stdout
-    assert "tma 128x128 w8 s3      correct" in proc.stdout
+    out = _probe_dry_run("attention_graphs.py")
+    assert out.count(" correct (max error") == 9 and "WRONG" not in out
+    assert "tma 128x128 w8 s3      correct" in out
 
 
 def test_fixed_cost_probe_checks_its_launch_under_the_interpreter():
     """results/sweeps/attention_fixed_cost.py --dry-run: the 128 x 128 launch it times on a GPU agrees with
     float64 under the interpreter; its line fit recovers a line it is given."""
-    import os
-    import subprocess
     import sys
 
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_fixed_cost.py"), "--dry-run"],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0 and "128x128 w8 s3: correct" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "128x128 w8 s3: correct" in _probe_dry_run("attention_fixed_cost.py")
     sys.path.insert(0, str(ROOT / "results" / "sweeps"))
     try:
         from attention_fixed_cost import fit

@@ -148,7 +148,6 @@ WIDE = {
     "tma 64x64 w4 s3": (cfg(64, 64, 4, 3), "notebook", (False, True)),
 }
 SETS = {"first": (FIRST, "09_attention_d128_launches.json"), "wide": (WIDE, "09_attention_d128_wide.json")}
-CANDIDATES = FIRST
 NS_N = (1024, 2048, 4096, 8192, 16384)
 Z, H, D = 4, 16, 128
 
@@ -197,15 +196,14 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--dry-run", action="store_true")
     args = p.parse_args()
-    global CANDIDATES
-    CANDIDATES, default_out = SETS[args.set]
+    candidates, default_out = SETS[args.set]
     args.out = args.out or ROOT / "results" / default_out
     dry = args.dry_run or not GPU
     spaces = namespaces()
     rows, problems = [], {}
     for causal in (False, True):
         fns = {"notebook table": runner(spaces["notebook"], None, causal)}
-        for name, (launch, kernel, cases) in CANDIDATES.items():
+        for name, (launch, kernel, cases) in candidates.items():
             if causal in cases and kernel in spaces:
                 fns[name] = runner(spaces[kernel], launch, causal)
         if args.set == "wide":   # the same launch last in the round as well as first
@@ -253,7 +251,7 @@ def main() -> int:
                         f"Z = {Z}, H = {H}, D = {D}; TFLOP/s = 4 Z H N^2 D (halved when causal) / median time",
               "sdpa_backend": "cuDNN attention on Hopper (results/09_attention_focus.json names its kernels)",
               "candidates": {k: {"launch": dataclasses.asdict(v[0]), "kernel": v[1], "causal": list(v[2])}
-                             for k, v in CANDIDATES.items()},
+                             for k, v in candidates.items()},
               "not_usable": problems, "summary": summary, "rows": rows}
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print("\n".join(summary))
