@@ -432,17 +432,36 @@ AMPERE_CONFIGS = {64: AttentionConfig(128, 64, 4, 2), 128: AttentionConfig(64, 6
 TURING_CONFIG = AttentionConfig(64, 32, 4, 1)
 
 _PINNED: list[AttentionConfig] = []
+_TABLE_ONLY: list[bool] = []
 
 
 @contextlib.contextmanager
 def pinned_config(config: AttentionConfig):
     """Within the block, :func:`launch_config` returns ``config`` (TMA and warp specialisation dropped where
-    the inputs or the GPU do not allow them): for experiments and sweeps."""
+    the inputs or the GPU do not allow them), and the reference's Gluon path stands aside
+    (:func:`gluon_path_allowed`): for experiments and sweeps."""
     _PINNED.append(config)
     try:
         yield config
     finally:
         _PINNED.pop()
+
+
+@contextlib.contextmanager
+def table_launches_only():
+    """Within the block the reference's attention launches its Triton kernel as the launch table says, never its
+    Hopper path in Gluon (:func:`gluon_path_allowed`): for sweeps that time the table itself."""
+    _TABLE_ONLY.append(True)
+    try:
+        yield
+    finally:
+        _TABLE_ONLY.pop()
+
+
+def gluon_path_allowed() -> bool:
+    """False inside :func:`pinned_config` or :func:`table_launches_only`: the reference then runs the launch
+    asked for, not its Hopper path in Gluon."""
+    return not (_PINNED or _TABLE_ONLY)
 
 
 def tma_layout_ok(*tensors: torch.Tensor) -> bool:
