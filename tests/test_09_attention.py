@@ -235,6 +235,28 @@ def test_launch_config_falls_back_where_tma_cannot_run(ns):
     assert launch_config(q, q, q, False, ns["HOPPER_CONFIGS"]) == INTERPRETER_CONFIG   # the pin is gone
 
 
+def test_the_gluon_path_stands_aside_off_hopper_and_where_the_sweeps_time_the_table(ns):
+    """The reference's Gluon path (Hopper, D = 128, N a multiple of 128) is never taken for CPU tensors or under the
+    interpreter, nor inside pinned_config or table_launches_only, which the sweeps of results/ use to time the Triton
+    kernel as the table launches it; through_launch_table holds each call of a function to the table, and lets go
+    after. Its kernels are defined wherever Triton ships Gluon in their form (tests/test_packaging.py compiles them
+    for sm_90 with every Triton of the range)."""
+    from triton_course.attention import gluon_path_allowed, table_launches_only, through_launch_table
+
+    q = torch.randn(1, 2, 256, 128)
+    assert ns["GLUON_BLOCK"] == 128 and ns["gluon_path"](q, q, q) is False
+    assert gluon_path_allowed()
+    with table_launches_only():
+        assert not gluon_path_allowed()
+    with pinned_config(AttentionConfig(32, 16, 4, 1)):
+        assert not gluon_path_allowed()
+    seen = []
+    through_launch_table(lambda: seen.append(gluon_path_allowed()))()
+    assert seen == [False] and gluon_path_allowed()
+    if ns["GLUON"]:
+        assert type(ns["attention_gluon_kernel"]).__name__ == "GluonJITFunction"
+
+
 def test_a_causal_launch_whose_key_blocks_do_not_divide_its_query_blocks_is_refused_not_wrong(ns):
     """The unmasked stage of a causal program runs whole key blocks up to start_m (a multiple of BLOCK_M): with
     BLOCK_N = 2 * BLOCK_M its last block reaches past the diagonal without a mask, and the kernel is wrong (on the

@@ -555,3 +555,26 @@ def test_a_grader_that_still_imports_utils_is_refused_by_name(tmp_path):
     (root / "grader" / "stale.py").write_text("from utils.checks import CheckFailed\n")
     with pytest.raises(packaging.PackagingError, match=r"stale\.py.*import them as 'triton_course'"):
         packaging.stage_instructor(root, tmp_path / "stage")
+
+
+def test_range_check_chapter_09s_gluon_path_compiles_for_hopper_where_gluon_takes_its_form():
+    """Chapter 09's reference takes a kernel written in Gluon on Hopper at D = 128 (its appendix). With every Triton
+    the range holds, either that kernel compiles for sm_90 here, with no GPU, without spilling and within the H200's
+    227 KB of shared memory (Triton 3.6 on, where ``gl.warp_specialize`` takes (function, arguments) pairs and the
+    notebook's ``gluon_ready`` says so), or the notebook turns the path off and says why (Triton 3.5): the probe
+    ``results/sweeps/attention_gluon.py --dry-run`` reads the kernel from the solution notebook and compiles it."""
+    import triton
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_gluon.py"), "--dry-run",
+                           "--head-dims", "128", "--launches", "notebook kernel k2v2"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    if version_tuple(triton.__version__) < (3, 6):
+        assert proc.returncode != 0 and "Gluon is not here in the form chapter 09 needs" in proc.stderr, proc.stderr
+        return
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    reports = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["causal"] for r in reports] == [False, True], reports
+    for r in reports:
+        assert r["stack"] == 0 and r["regs"] and 100_000 < r["shared_bytes"] <= 227 * 1024, r

@@ -562,6 +562,44 @@ def test_replayed_from_cuda_graphs_attention_is_where_chapter_09_says():
             assert min(both) == min(rows[0]["ratio_to_sdpa"][k] for k in ("notebook table", "notebook table, again"))
 
 
+def _ratio_range(record: dict, name: str, d: int, causals: tuple[bool, ...]) -> str:
+    """'lo-hi' of one timed function's ratios to SDPA over N (and the given masks), as chapter 09 quotes them."""
+    ratios = [row["ratio_to_sdpa"][name] for row in record["rows"] if row["D"] == d and row["causal"] in causals]
+    assert len(ratios) == 5 * len(causals), (name, d, causals)
+    return f"{min(ratios):.2f}-{max(ratios):.2f}"
+
+
+def test_the_gluon_path_takes_attention_past_nine_tenths_of_sdpa_as_chapter_09_says():
+    """results/09_attention_gluon.json (H200, Triton 3.6, CUDA graphs): the notebook's attention, which takes its
+    Gluon kernel on Hopper at D = 128 and the launch table at D = 64, reaches 0.9 of SDPA at every N from 1024 to
+    16384, causal or not (issue 15's point 2); at D = 128 it beats the table's Triton kernel at every N, which stays
+    below 0.92 there; the same overlap in one partition (a barrier per block) stays below 0.85; the notebook's kernel
+    compiles without spilling; every function agreed with float64 in float16 and bfloat16 first. The ranges chapter
+    09 quotes are the file's."""
+    r = _result("09_attention_gluon")
+    assert r["command"] == "python results/sweeps/attention_gluon.py" and "H200" in r["device"]
+    assert r["triton"] == "3.6.0" and r["wrong"] == [] and r["failed"] == {}
+    cases = {(row["D"], row["causal"]) for row in r["rows"]}
+    assert cases == {(64, False), (64, True), (128, False), (128, True)}
+    for row in r["rows"]:
+        ours = row["ratio_to_sdpa"]
+        assert ours["notebook reference"] >= 0.9, row
+        if row["D"] == 128:
+            assert ours["launch table"] < 0.92 and ours["notebook reference"] > ours["launch table"], row
+            assert ours["one program, barrier per block"] < 0.85, row
+    for report in r["compiled"]:
+        if report["launch"] == "notebook kernel k2v2":
+            assert report["stack"] == 0 and report["shared_bytes"] <= 227 * 1024, report
+    text = _solution_text("09_attention")
+    quoted = [_ratio_range(r, "notebook reference", 128, (False,)), _ratio_range(r, "notebook reference", 128, (True,)),
+              _ratio_range(r, "launch table", 128, (False,)), _ratio_range(r, "launch table", 128, (True,)),
+              _ratio_range(r, "one program, barrier per block", 128, (False, True)),
+              _ratio_range(r, "notebook kernel k2v2", 64, (False,)), _ratio_range(r, "launch table", 64, (False,))]
+    assert quoted == ["0.94-1.06", "0.95-1.12", "0.81-0.91", "0.89-0.92", "0.74-0.83", "0.81-0.97", "0.93-0.96"]
+    for q in quoted:
+        assert q in text, q
+
+
 def test_a_short_attention_program_pays_twice_cudnns_once_as_chapter_09_says():
     """results/09_attention_fixed_cost.json (H200, D = 128, 1056 programs in every run): the 128 x 128 launch pays
     about 4.0 us once per program and 1.86 us per key block, SDPA 1.9 and 1.64 for the same rows: 88% of cuDNN's

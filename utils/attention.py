@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -458,6 +459,16 @@ def table_launches_only():
         _TABLE_ONLY.pop()
 
 
+def through_launch_table(attention: Callable) -> Callable:
+    """``attention`` with each call inside :func:`table_launches_only`: how the sweeps of results/ time chapter 09's
+    Triton kernel as its launch table launches it, its Gluon path on Hopper aside."""
+    @functools.wraps(attention)
+    def held_to_the_table(*args, **kwargs):
+        with table_launches_only():
+            return attention(*args, **kwargs)
+    return held_to_the_table
+
+
 def gluon_path_allowed() -> bool:
     """False inside :func:`pinned_config` or :func:`table_launches_only`: the reference then runs the launch
     asked for, not its Hopper path in Gluon."""
@@ -715,6 +726,24 @@ def recorded_sdpa_backend() -> str:
     if backend:
         return f"{backend} (recorded by the launch sweep, results/09_attention_sweep.json)"
     return "not recorded in this copy of results/"
+
+
+def recorded_gluon_path() -> dict[str, dict]:
+    """The reference's Hopper path at D = 128 as results/09_attention_gluon.json timed it beside SDPA and the launch
+    table: {case: {"n": [N...], "reference": [its TFLOP/s over SDPA's, by N], "table": [the same for the launch
+    table's Triton kernel]}} for the D = 128 cases. Empty when this copy has no such file."""
+    from .gpus import recorded
+
+    data, _ = recorded("09_attention_gluon")
+    out: dict[str, dict] = {}
+    for row in sorted((data or {}).get("rows") or [], key=lambda r: r["N"]):
+        if row["D"] != 128:
+            continue
+        case = out.setdefault("D=128" + (", causal" if row["causal"] else ""), {"n": [], "reference": [], "table": []})
+        case["n"].append(row["N"])
+        case["reference"].append(row["ratio_to_sdpa"]["notebook reference"])
+        case["table"].append(row["ratio_to_sdpa"]["launch table"])
+    return out
 
 
 def recorded_table_launches() -> dict[str, dict]:

@@ -53,7 +53,8 @@ import torch.nn.functional as F  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cell, load_namespace  # noqa: E402
-from triton_course.attention import AttentionConfig, attention_reference, pinned_config  # noqa: E402
+from triton_course.attention import (AttentionConfig, attention_reference, pinned_config,  # noqa: E402
+                                     through_launch_table)
 
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
 
@@ -159,6 +160,8 @@ def namespaces() -> dict[str, dict]:
     if GPU:   # inline PTX does not run in the interpreter
         spaces["half-exp"] = load_namespace(notebook)
         exec_cell(HALF_EXP, "<attention_half_exp>", spaces["half-exp"])
+    for ns in spaces.values():   # the Triton kernel as the table launches it, never the Gluon path
+        ns["attention"] = through_launch_table(ns["attention"])
     return spaces
 
 

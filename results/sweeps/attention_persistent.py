@@ -61,7 +61,7 @@ import triton  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import exec_cell, load_namespace  # noqa: E402
 from triton_course.attention import (INTERPRETER_CONFIG, AttentionConfig, attention_reference,  # noqa: E402
-                                     pinned_config)
+                                     pinned_config, through_launch_table)
 
 OUT = ROOT / "results" / "09_attention_persistent.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -282,6 +282,7 @@ def main() -> int:
     p.add_argument("--ns", default="1024,2048,4096,8192,16384")
     args = p.parse_args()
     ns = load_namespace(solution_notebook("09_attention"))
+    ns["attention"] = through_launch_table(ns["attention"])   # the table's launches, never the Gluon path
     exec_cell(PERSISTENT, "<attention_persistent>", ns)
     dry = args.dry_run or not GPU
     rows, bad = [], []
