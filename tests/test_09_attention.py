@@ -238,10 +238,13 @@ def test_launch_config_falls_back_where_tma_cannot_run(ns):
 def test_the_gluon_path_stands_aside_off_hopper_and_where_the_sweeps_time_the_table(ns):
     """The reference's Gluon path (Hopper, D = 128, N a multiple of 128) is never taken for CPU tensors or under the
     interpreter, nor inside pinned_config or table_launches_only, which the sweeps of results/ use to time the Triton
-    kernel as the table launches it; through_launch_table holds each call of a function to the table, and lets go
-    after. Its kernels are defined wherever Triton ships Gluon in their form (tests/test_packaging.py compiles them
+    kernel as the table launches it, nor while the grader records a graded call (its re-run rebuilds Triton kernels
+    from source, not Gluon ones: an honest copy of the solution lost two points on the H200 before this);
+    through_launch_table holds each call of a function to the table, and lets go after. Its kernels are defined wherever Triton ships Gluon in their form (tests/test_packaging.py compiles them
     for sm_90 with every Triton of the range)."""
     from triton_course.attention import gluon_path_allowed, table_launches_only, through_launch_table
+    from triton_course.integrity import KernelLaunches
+    from triton_course.relaunch import LaunchRecord
 
     q = torch.randn(1, 2, 256, 128)
     assert ns["GLUON_BLOCK"] == 128 and ns["gluon_path"](q, q, q) is False
@@ -253,6 +256,12 @@ def test_the_gluon_path_stands_aside_off_hopper_and_where_the_sweeps_time_the_ta
     seen = []
     through_launch_table(lambda: seen.append(gluon_path_allowed()))()
     assert seen == [False] and gluon_path_allowed()
+    # the grader records a graded call to re-run its Triton kernels from source: the Gluon path stands aside then
+    with KernelLaunches(record=LaunchRecord([])):
+        assert not gluon_path_allowed()
+    with KernelLaunches():   # counting launches only (the self-checks): no record, the path stays
+        assert gluon_path_allowed()
+    assert gluon_path_allowed()
     if ns["GLUON"]:
         assert type(ns["attention_gluon_kernel"]).__name__ == "GluonJITFunction"
 

@@ -470,9 +470,12 @@ def through_launch_table(attention: Callable) -> Callable:
 
 
 def gluon_path_allowed() -> bool:
-    """False inside :func:`pinned_config` or :func:`table_launches_only`: the reference then runs the launch
-    asked for, not its Hopper path in Gluon."""
-    return not (_PINNED or _TABLE_ONLY)
+    """False inside :func:`pinned_config` or :func:`table_launches_only` (the reference then runs the launch asked
+    for, not its Hopper path in Gluon), and while the grader records a graded call
+    (:func:`triton_course.integrity.recording_launches`: its re-run rebuilds Triton kernels, not Gluon ones)."""
+    from .integrity import recording_launches
+
+    return not (_PINNED or _TABLE_ONLY or recording_launches())
 
 
 def tma_layout_ok(*tensors: torch.Tensor) -> bool:

@@ -83,6 +83,17 @@ def inside_launch() -> bool:
     return getattr(_DEPTH, "n", 0) > 0
 
 
+_RECORDING = [0]
+
+
+def recording_launches() -> bool:
+    """Whether a :class:`KernelLaunches` with a launch record is open: the grader is recording a graded call, to
+    re-run its Triton kernels from their source (chapter 09's reference then leaves its Gluon path, which that
+    re-run does not rebuild, to the Triton kernel it is graded on). It tells a notebook no more than the
+    grader's ``COURSE_REQUIRE_KERNEL=1`` does, and what is graded is still only the recorded launches' re-run."""
+    return _RECORDING[0] > 0
+
+
 class KernelLaunches:
     """Context manager: ``count`` is the number of Triton kernel launches made inside the block, and
     ``written`` the storages (data pointers) of every tensor those launches received. With a ``record``
@@ -95,6 +106,8 @@ class KernelLaunches:
         self._saved: list[tuple[type, str, Callable[..., Any]]] = []
 
     def __enter__(self) -> "KernelLaunches":
+        if self.record is not None:
+            _RECORDING[0] += 1
         for cls, method in _launch_points():
             original = cls.__dict__[method]
             self._saved.append((cls, method, original))
@@ -123,6 +136,8 @@ class KernelLaunches:
         for cls, method, original in reversed(self._saved):
             setattr(cls, method, original)
         self._saved.clear()
+        if self.record is not None:
+            _RECORDING[0] -= 1
 
     def _record(self, fn_self: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         """One launch into the record: ``JITFunction.run``/``InterpretedFunction.run`` take the grid as a
