@@ -237,11 +237,12 @@ def test_launch_config_falls_back_where_tma_cannot_run(ns):
 
 def test_the_gluon_path_stands_aside_off_hopper_and_where_the_sweeps_time_the_table(ns):
     """The reference's Gluon path (Hopper, D = 128, N a multiple of 128) is never taken for CPU tensors or under the
-    interpreter, nor inside pinned_config or table_launches_only, which the sweeps of results/ use to time the Triton
-    kernel as the table launches it, nor while the grader records a graded call (its re-run rebuilds Triton kernels
-    from source, not Gluon ones: an honest copy of the solution lost two points on the H200 before this);
-    through_launch_table holds each call of a function to the table, and lets go after. Its kernels are defined wherever Triton ships Gluon in their form (tests/test_packaging.py compiles them
-    for sm_90 with every Triton of the range)."""
+    interpreter, nor inside pinned_config or table_launches_only, which the sweeps of results/ use to time the
+    Triton kernel as the table launches it, nor while the grader records a graded call (its re-run rebuilds Triton
+    kernels from source, not Gluon ones: an honest copy of the solution lost two points on the H200 before this);
+    through_launch_table holds each call of a function to the table, and lets go after. Its kernels are defined
+    wherever Triton ships Gluon in their form (tests/test_packaging.py compiles them for sm_90 with every Triton of
+    the range)."""
     from triton_course.attention import gluon_path_allowed, table_launches_only, through_launch_table
     from triton_course.integrity import KernelLaunches
     from triton_course.relaunch import LaunchRecord

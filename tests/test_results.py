@@ -1047,6 +1047,26 @@ def test_no_hidden_correctness_test_failed_an_honest_kernel_over_many_fresh_draw
     assert scale["tolerances"] == [["float32", *_attention_tolerance(torch.float32)]]
 
 
+def test_chapter_09s_hidden_tests_keep_their_margins_with_the_d128_cases_in_both_16_bit_types():
+    """results/hidden_test_margins_09.json (H200): chapter 09's hidden tests as they are since test_attention_fp16
+    took whole 128-row blocks at D = 128 in float16 and bfloat16 on a GPU (where the reference runs its Gluon
+    path), hundreds of draws each: none failed, and every cell stayed below half of its tolerance at its worst."""
+    from tests.conftest import _solution
+
+    record = _result("hidden_test_margins_09")
+    assert "H200" in record["device"] and record["command"].startswith("python results/sweeps/hidden_test_margins.py")
+    run = record["chapters"]["09_attention"]
+    assert run["draws"] >= 300
+    hidden = [c.metadata["nbgrader"]["grade_id"] for c in _solution("09_attention").cells
+              if c.cell_type == "code" and "BEGIN HIDDEN TESTS" in c.source]
+    assert list(run["cells"]) == hidden
+    fp16 = next(c.source for c in _solution("09_attention").cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == "test_attention_fp16")
+    assert "torch.bfloat16" in fp16 and "(2, 2, 256, False), (1, 3, 384, True)" in fp16
+    for gid, cell in run["cells"].items():
+        assert cell["failed"] == 0 and cell["max_error_over_tolerance"] < 0.5, (gid, cell["max_error_over_tolerance"])
+
+
 def test_a_throughput_run_records_the_confinement_that_reproduces_it_and_not_where_its_file_went():
     """The Ray runs' one-GPU rates are only comparable with the two-GPU ones if the recorded command says that
     they ran on one GPU and 16 of 32 cores; ``--out`` names a folder of the machine that ran it."""
