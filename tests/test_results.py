@@ -1140,3 +1140,29 @@ def test_examples_that_describe_themselves_on_an_h200_were_graded_there_as_they_
         assert claim == "full marks", f"{key}: this test knows how to check 'full marks' only"
         assert any("bandwidth" in x["grade_id"] for x in records), f"{key}: no bandwidth test graded"
         assert all(x["status"] == "passed" and x["points"] == x["max_points"] for x in records), key
+
+
+def test_attention_against_sdpa_times_sdpa_beside_the_functions_and_reports_tflops_and_ratios(monkeypatch):
+    """results/sweeps/graph_timing.py's attention_against_sdpa, with graph_rounds replaced by fixed times (the real
+    one needs CUDA graphs): SDPA joins the functions, inputs are made for each N, a function's TFLOP/s is
+    4 Z H N^2 D (halved when causal) over its median time, and its ratio is to SDPA's."""
+    sys.path.insert(0, str(ROOT / "results" / "sweeps"))
+    try:
+        import graph_timing
+    finally:
+        sys.path.remove(str(ROOT / "results" / "sweeps"))
+    seen = []
+
+    def fixed_times(fns, make_inputs, *, rounds, failed):
+        seen.append((sorted(fns), make_inputs(), rounds))
+        return {name: [2e-6, 1e-6, 3e-6] if name == "SDPA" else [4e-6, 4e-6] for name in fns}
+
+    monkeypatch.setattr(graph_timing, "graph_rounds", fixed_times)
+    out = list(graph_timing.attention_against_sdpa({"mine": print}, lambda z, h, n, d: (z, h, n, d), d=64,
+                                                   causal=True, z=2, h=3, ns=(128, 256), rounds=5))
+    assert seen == [(["SDPA", "mine"], (2, 3, 128, 64), 5), (["SDPA", "mine"], (2, 3, 256, 64), 5)]
+    row, times = out[1]
+    flops = 4 * 2 * 3 * 256 * 256 * 64 / 2
+    assert row["tflops"] == {"mine": round(flops / 4e-6 / 1e9, 1), "SDPA": round(flops / 2e-6 / 1e9, 1)}
+    assert row["ratio_to_sdpa"]["mine"] == round(row["tflops"]["mine"] / row["tflops"]["SDPA"], 3)
+    assert (row["D"], row["causal"], row["N"], row["Z"], row["H"]) == (64, True, 256, 2, 3) and times["SDPA"][1] == 1e-6

@@ -24,7 +24,6 @@ import importlib.util
 import json
 import math
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -35,7 +34,6 @@ sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 import records  # noqa: E402
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 
 OUT = ROOT / "results" / "09_attention_gluon.json"
@@ -252,7 +250,7 @@ def main() -> int:
 
     from grader.course import solution_notebook
     from grader.notebook_code import load_namespace
-    from graph_timing import METHOD, graph_rounds
+    from graph_timing import METHOD, attention_against_sdpa
     from triton_course.attention import attention_reference, table_launches_only
 
     ns = load_namespace(solution_notebook("09_attention"))
@@ -286,16 +284,11 @@ def main() -> int:
                     if not ok:
                         wrong.append([name, d, causal, n, str(dtype), err])
                         fns.pop(name)
-            fns["SDPA"] = lambda q, k, v, _c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=_c)
-            h = 2048 // d
-            for n in NS_N:
-                times = graph_rounds(fns, lambda: inputs(Z, h, n, d), rounds=7, failed=failed)
-                flops = 4 * Z * h * n * n * d / (2 if causal else 1)
-                tf = {k: round(flops / statistics.median(t) / 1e9, 1) for k, t in times.items()}
-                rows.append({"D": d, "causal": causal, "N": n, "Z": Z, "H": h, "tflops": tf,
-                             "ratio_to_sdpa": {k: round(v / tf["SDPA"], 3) for k, v in tf.items()}})
-                print(f"D={d} causal={causal!s:<5} N={n:5}: " + "  ".join(
-                    f"{k} {v} ({rows[-1]['ratio_to_sdpa'][k]:.3f})" for k, v in tf.items()), flush=True)
+            for row, _ in attention_against_sdpa(fns, inputs, d=d, causal=causal, z=Z, h=2048 // d, ns=NS_N,
+                                                 failed=failed):
+                rows.append(row)
+                print(f"D={d} causal={causal!s:<5} N={row['N']:5}: " + "  ".join(
+                    f"{k} {v} ({row['ratio_to_sdpa'][k]:.3f})" for k, v in row["tflops"].items()), flush=True)
     summary = []
     for d in args.head_dims:
         for causal in (False, True):

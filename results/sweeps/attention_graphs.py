@@ -35,7 +35,6 @@ import records  # noqa: E402
 records.interpret_if_dry_run()
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
@@ -95,18 +94,14 @@ def main() -> int:
                     wrong.append([name, d, causal, n, err])
         if dry:
             continue
-        from graph_timing import METHOD, graph_rounds
-        fns["SDPA"] = lambda q, k, v, _c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=_c)
-        h = 2048 // d
-        for n in NS_N:
-            times = graph_rounds(fns, lambda: inputs(Z, h, n, d), rounds=7, failed=failed)
-            flops = 4 * Z * h * n * n * d / (2 if causal else 1)
-            tf = {k: round(flops / statistics.median(t) / 1e9, 1) for k, t in times.items()}
-            row = {"D": d, "causal": causal, "N": n, "Z": Z, "H": h, "tflops": tf,
-                   "ratio_to_sdpa": {k: round(v / tf["SDPA"], 3) for k, v in tf.items()},
-                   "a_a_gap": round(abs(tf["notebook table"] / tf["notebook table, again"] - 1), 4),
-                   "round_spread": {k: round((max(t) - min(t)) / statistics.median(t), 3) for k, t in times.items()}}
+        from graph_timing import METHOD, attention_against_sdpa
+        for row, times in attention_against_sdpa(fns, inputs, d=d, causal=causal, z=Z, h=2048 // d, ns=NS_N,
+                                                 failed=failed):
+            tf = row["tflops"]
+            row["a_a_gap"] = round(abs(tf["notebook table"] / tf["notebook table, again"] - 1), 4)
+            row["round_spread"] = {k: round((max(t) - min(t)) / statistics.median(t), 3) for k, t in times.items()}
             rows.append(row)
+            n = row["N"]
             print(f"D={d:<3} causal={causal!s:<5} N={n:5}: SDPA {tf['SDPA']:6.1f}  notebook {tf['notebook table']:6.1f}"
                   f" ({row['ratio_to_sdpa']['notebook table']:.3f}), again {tf['notebook table, again']:6.1f}"
                   f" (A/A {row['a_a_gap']:.2%})", flush=True)

@@ -136,3 +136,23 @@ def graph_rounds(fns: dict[str, Callable[..., object]], make_inputs: Callable[[]
     del flush
     torch.cuda.empty_cache()
     return times
+
+
+def attention_against_sdpa(fns: dict[str, Callable[..., object]], make_inputs: Callable[..., Sequence[object]], *,
+                           d: int, causal: bool, z: int, h: int, ns: Sequence[int], failed: dict[str, str] | None = None,
+                           rounds: int = 7):
+    """Chapter 09's comparison at each N of ``ns``: SDPA (causal or not) joins ``fns``, and all are timed by
+    :func:`graph_rounds` on ``make_inputs(z, h, n, d)``. Yields ``(row, times)`` per N: the row holds D, causal, N,
+    Z, H, each function's TFLOP/s (4 Z H N^2 D, halved when causal, over its median time) and its ratio to SDPA's;
+    ``times`` is graph_rounds' answer."""
+    import statistics
+
+    import torch.nn.functional as F
+
+    fns = {**fns, "SDPA": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)}
+    for n in ns:
+        times = graph_rounds(fns, lambda: make_inputs(z, h, n, d), rounds=rounds, failed=failed)
+        flops = 4 * z * h * n * n * d / (2 if causal else 1)
+        tf = {k: round(flops / statistics.median(t) / 1e9, 1) for k, t in times.items()}
+        yield {"D": d, "causal": causal, "N": n, "Z": z, "H": h, "tflops": tf,
+               "ratio_to_sdpa": {k: round(v / tf["SDPA"], 3) for k, v in tf.items()}}, times
