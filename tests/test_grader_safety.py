@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grader_safety")]  #
 A = "03_vector_add"
 HONEST = ["ada_correct", "mia_noisy", "jay_huge_output", "vic_harm_others", "xan_display_flood"]
 CHEATS = ["fay_torch_result", "gus_monkeypatch", "hal_hardcoded", "kim_tamper", "rex_token_launch",
-          "uma_hooks_and_outputs", "abe_patched_launcher"]
+          "uma_hooks_and_outputs", "abe_patched_launcher", "sly_right_only_off_the_record"]
 CORRECTNESS = ["test_add_ragged", "test_add_fp16", "test_add_2d", "test_add_writes_exactly_n"]
 
 
@@ -99,6 +99,14 @@ def test_work_hidden_from_the_evidence_is_not_in_the_relaunch(graded):
     computes, and that is what is graded. (PyTorch in another thread: tests/test_relaunch.py.)"""
     r = graded["by"]["abe_patched_launcher"]["test_add_ragged"]
     assert "do not compute" in r.message and "re-ran them alone" in r.message, r
+
+
+def test_knowing_that_the_call_is_recorded_earns_nothing(graded):
+    """A notebook can tell a recorded graded call from others (triton_course.integrity.recording_launches, as it
+    could from COURSE_REQUIRE_KERNEL): one that computes with PyTorch only off the record is graded on what its
+    recorded launches compute, which is nothing."""
+    r = graded["by"]["sly_right_only_off_the_record"]["test_add_ragged"]
+    assert r.points == 0 and "never written" in r.message, r
 
 
 def test_monkeypatching_is_undone(graded):
