@@ -3,6 +3,7 @@ summary page is generated from them, and the claims the issues make hold in the 
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import statistics
@@ -587,6 +588,10 @@ def test_the_gluon_path_takes_attention_past_nine_tenths_of_sdpa_as_chapter_09_s
         if row["D"] == 128:
             assert ours["launch table"] < 0.92 and ours["notebook reference"] > ours["launch table"], row
             assert ours["one program, barrier per block"] < 0.85, row
+    script = ast.parse((ROOT / "results" / "sweeps" / "attention_gluon.py").read_text())
+    launches = next(ast.literal_eval(node.value) for node in script.body if isinstance(node, ast.Assign)
+                    and getattr(node.targets[0], "id", None) == "LAUNCHES")
+    assert {report["launch"] for report in r["compiled"]} == set(launches)   # the recorded command, as it runs now
     for report in r["compiled"]:
         if report["launch"] == "notebook kernel k2v2":
             assert report["stack"] == 0 and report["shared_bytes"] <= 227 * 1024, report

@@ -45,7 +45,6 @@ LOG2E = 1.4426950408889634
 #: one-partition kernel below
 LAUNCHES = {"notebook kernel k2v2": (128, 128, 2, 2, 1),
             "k2v2, 4 loader warps": (128, 128, 2, 2, 4),
-            "k3v2": (128, 128, 3, 2, 1),
             "k3v3, 4 loader warps": (128, 128, 3, 3, 4),
             "128x64 k3v3, 4 loader warps": (128, 64, 3, 3, 4),
             "one program, barrier per block": (128, 128, 2, 3, None)}
