@@ -25,6 +25,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +57,7 @@ def notebook_gluon():
     cells = json.loads((ROOT / "solutions" / "09_attention" / "09_attention.ipynb").read_text())["cells"]
     source = next("".join(c["source"]) for c in cells if "def attention_gluon_kernel" in "".join(c["source"]))
     block = source[source.index("def gluon_ready"):source.index("def gluon_path(")]
-    path = Path(os.environ.get("TMPDIR", "/tmp")) / "chapter09_gluon_path.py"
+    path = Path(tempfile.mkdtemp(prefix="chapter09_gluon_")) / "chapter09_gluon_path.py"   # one per process
     path.write_text("import torch\nimport triton\n\n" + block)
     spec = importlib.util.spec_from_file_location("chapter09_gluon_path", path)
     module = importlib.util.module_from_spec(spec)
@@ -195,7 +196,6 @@ def compile_report(name: str, d: int, causal: bool) -> dict:
     """Compile one launch for sm_90 here, GPU or not: registers per thread, spill stack, shared memory."""
     import re
     import subprocess
-    import tempfile
 
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
