@@ -1017,6 +1017,35 @@ def test_the_stream_k_probe_is_correct_under_the_interpreter(tmp_path):
     assert proc.stdout.count(" correct (max error") >= 20 and "WRONG" not in proc.stdout
 
 
+def test_the_overlap_probe_is_correct_under_the_interpreter(tmp_path):
+    """`results/sweeps/matmul_overlap.py --dry-run`: the copy of b done by one program while the others compute the
+    last wave's pieces from b as given, and the copy woven into the pieces' loop (two launches there: the
+    interpreter runs programs one after another, so a wait for a later one would never end), each correct three
+    calls in a row against float64, with the output's memory poisoned first (a count left set, a share never
+    copied or a piece never added up shows), for b row-major and b = w.t()."""
+    proc = _dry_run("matmul_overlap.py", "--dry-run", "--out", str(tmp_path / "overlap.json"), timeout=600)
+    assert not (tmp_path / "overlap.json").exists(), "a dry run records nothing"
+    for variant in ("small overlap 1 copiers", "small copy in the pieces' loop", "small B^T overlap 1 copiers",
+                    "small B^T copy in the pieces' loop"):
+        assert variant in proc.stdout, variant
+    assert proc.stdout.count(" correct (max error") == 8 and "WRONG" not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_the_gluon_probe_compiles_for_hopper_without_spilling():
+    """`results/sweeps/matmul_gluon.py --dry-run` (no GPU, no interpreter): both Gluon launches (192 x 128: three
+    warpgroups and a loader warp; 128 x 256: two) compile for sm_90 with no spill stack and within the 227 KB of
+    shared memory a program may have."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "matmul_gluon.py"), "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    reports = [ast.literal_eval(line) for line in proc.stdout.splitlines() if line.startswith("{'launch'")]
+    assert [r["launch"] for r in reports] == ["192x128 s4", "128x256 s3"], proc.stdout[-2000:]
+    for r in reports:
+        assert r["stack"] == 0 and r["shared_bytes"] <= 227 * 1024, r
+
+
 def test_the_odd_size_probe_runs_every_path_under_the_interpreter(tmp_path):
     """`results/sweeps/matmul_odd_sizes.py --dry-run`: at K and N odd, the reference, the exercise's kernel and the
     copies with the Hopper kernel (a last wave cut along K included) agree with float64, and nothing is recorded."""

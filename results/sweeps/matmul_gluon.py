@@ -1,0 +1,373 @@
+"""Chapter 07 at 3000^3 with tiles of 128 x 192, written in Gluon: a probe of what triton.language cannot express.
+
+    python results/sweeps/matmul_gluon.py [--out results/07_matmul_relu_gluon.json]
+        (on an H200, Triton 3.6 or later: checks every launch against float64, then times them beside torch)
+    python results/sweeps/matmul_gluon.py --dry-run
+        (anywhere with Triton 3.6: compiles every launch for sm_90, prints registers, spills and shared memory)
+
+Why 192 columns: at 3000^3 the notebook's 128 x 256 tiles number 24 x 12 = 288, two full waves of 132 programs and
+24 tiles left over (results/07_matmul_relu_tail.json); 128 x 192 tiles number 24 x 16 = 384, under three waves with
+the last one 91% full, and cuBLAS's 192 x 192 make 256. triton.language's blocks are powers of two; Gluon's shared
+memory and Hopper's wgmma (N up to 256 in steps of 8) are not bound to them, so b's 192 columns are three TMA boxes
+of 64 side by side in one buffer, and the product is one wgmma of N = 192.
+
+The kernel is persistent (one program per SM, tiles in the notebook's grouped order) and warp-specialised as
+CUTLASS and FlashAttention-3 lay out Hopper kernels: one loader warp fills a ring of STAGES slots (A's two 64-row
+halves and b's block) by TMA; two warpgroups of 64 rows each take every slot's product with an asynchronous wgmma,
+hand the slot back once the next product is issued (an 'empty' mbarrier of count 2), and store their tile through
+shared memory by TMA while the loader already fills the ring for the next tile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "results" / "sweeps"))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+
+from triton.experimental import gluon  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # noqa: E402
+                                                               warpgroup_mma, warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor  # noqa: E402
+
+TMA_LOAD = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+TMA_STORE = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+OUT = ROOT / "results" / "07_matmul_relu_gluon.json"
+
+
+@gluon.jit
+def tile_of(tile, tiles_m, tiles_n, GROUP_M: gl.constexpr):
+    """(tile row, tile column) of tile number ``tile`` in grouped order (the notebook's tile_at)."""
+    per_group = GROUP_M * tiles_n
+    first_row = (tile // per_group) * GROUP_M
+    rows_here = gl.minimum(tiles_m - first_row, GROUP_M)
+    within = tile % per_group
+    return first_row + within % rows_here, within // rows_here
+
+
+@gluon.jit
+def load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M, N, K, first, programs,
+               PARTS: gl.constexpr, GROUP_M):
+    """The loader warp: for each of this program's tiles, each step of K: wait until every warpgroup handed the
+    slot back (a ring's first pass waits on parity 1: free from the start), then A's PARTS blocks of 64 rows and
+    b's block into it, all counted on the slot's 'full' barrier."""
+    STAGES: gl.constexpr = b_ring.shape[0]
+    ROWS: gl.constexpr = a0_ring.shape[1]
+    BLOCK_K: gl.constexpr = a0_ring.shape[2]
+    BLOCK_N: gl.constexpr = b_ring.shape[2]
+    tiles_m = gl.cdiv(M, PARTS * ROWS)
+    tiles_n = gl.cdiv(N, BLOCK_N)
+    k_steps = gl.cdiv(K, BLOCK_K)
+    nbytes: gl.constexpr = PARTS * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    count = 0
+    for tile in range(first, tiles_m * tiles_n, programs):
+        tm, tn = tile_of(tile, tiles_m, tiles_n, GROUP_M)
+        for ks in range(k_steps):
+            slot = count % STAGES
+            mbarrier.wait(empty.index(slot), ((count // STAGES) & 1) ^ 1)
+            bar = full.index(slot)
+            mbarrier.expect(bar, nbytes)
+            TMA_LOAD(a_desc, [tm * PARTS * ROWS, ks * BLOCK_K], bar, a0_ring.index(slot))
+            TMA_LOAD(a_desc, [tm * PARTS * ROWS + ROWS, ks * BLOCK_K], bar, a1_ring.index(slot))
+            if PARTS == 3:
+                TMA_LOAD(a_desc, [tm * PARTS * ROWS + 2 * ROWS, ks * BLOCK_K], bar, a2_ring.index(slot))
+            TMA_LOAD(b_desc, [ks * BLOCK_K, tn * BLOCK_N], bar, b_ring.index(slot))
+            count += 1
+
+
+@gluon.jit
+def load_for_2(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M,
+               N, K, first, programs, parts, GROUP_M):
+    load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M, N, K, first, programs, 2, GROUP_M)
+
+
+@gluon.jit
+def load_for_3(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M,
+               N, K, first, programs, parts, GROUP_M):
+    load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M, N, K, first, programs, 3, GROUP_M)
+
+
+@gluon.jit
+def part_rows(a_ring, b_ring, full, empty, c_smem, c_desc, M, N, K, first, programs, part, PARTS, GROUP_M):
+    """One warpgroup: rows part * 64 ... of each of this program's tiles. Each step's wgmma is asynchronous;
+    once the next one is issued, the one before is waited for and its slot handed back. Then ReLU, one
+    conversion, and the rows out through shared memory by TMA (waited for only when the buffer is needed again)."""
+    STAGES: gl.constexpr = b_ring.shape[0]
+    ROWS: gl.constexpr = a_ring.shape[1]
+    BLOCK_K: gl.constexpr = a_ring.shape[2]
+    BLOCK_N: gl.constexpr = b_ring.shape[2]
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                          instr_shape=[16, BLOCK_N, 16])
+    tiles_m = gl.cdiv(M, PARTS * ROWS)
+    tiles_n = gl.cdiv(N, BLOCK_N)
+    k_steps = gl.cdiv(K, BLOCK_K)
+    count = 0
+    for tile in range(first, tiles_m * tiles_n, programs):
+        tm, tn = tile_of(tile, tiles_m, tiles_n, GROUP_M)
+        acc = gl.zeros([ROWS, BLOCK_N], gl.float32, acc_layout)
+        for ks in range(k_steps):
+            slot = count % STAGES
+            mbarrier.wait(full.index(slot), (count // STAGES) & 1)
+            acc = warpgroup_mma(a_ring.index(slot), b_ring.index(slot), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))   # the step before is done: its slot is free
+            if ks > 0:
+                mbarrier.arrive(empty.index((count - 1) % STAGES), count=1)
+            count += 1
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty.index((count - 1) % STAGES), count=1)
+        out = gl.maximum(acc, 0.0).to(c_smem.dtype)
+        tma.store_wait(pendings=0)   # the last tile's rows have left c_smem
+        c_smem.store(out)
+        fence_async_shared()
+        TMA_STORE(c_desc, [tm * PARTS * ROWS + part * ROWS, tn * BLOCK_N], c_smem)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def rows_0(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M, N,
+           K, first, programs, PARTS, GROUP_M):
+    part_rows(a0_ring, b_ring, full, empty, c0_smem, c_desc, M, N, K, first, programs, 0, PARTS, GROUP_M)
+
+
+@gluon.jit
+def rows_1(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M, N,
+           K, first, programs, PARTS, GROUP_M):
+    part_rows(a1_ring, b_ring, full, empty, c1_smem, c_desc, M, N, K, first, programs, 1, PARTS, GROUP_M)
+
+
+@gluon.jit
+def rows_2(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M, N,
+           K, first, programs, PARTS, GROUP_M):
+    part_rows(a2_ring, b_ring, full, empty, c2_smem, c_desc, M, N, K, first, programs, 2, PARTS, GROUP_M)
+
+
+@gluon.jit
+def matmul_relu_gluon_kernel(a_desc, b_desc, c_desc, M, N, K, PARTS: gl.constexpr, STAGES: gl.constexpr,
+                             GROUP_M: gl.constexpr, REGS: gl.constexpr, num_warps: gl.constexpr):
+    """relu(A @ B) in tiles of (PARTS * 64) x BLOCK_N, persistent, PARTS warpgroups of 64 rows and a loader warp.
+    a_desc: blocks of 64 x BLOCK_K of a [M, K]; b_desc: BLOCK_K x BLOCK_N of b [K, N]; c_desc: 64 x BLOCK_N."""
+    dtype: gl.constexpr = a_desc.dtype
+    ROWS: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
+    a0_ring = gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_K], a_desc.layout)
+    a1_ring = gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_K], a_desc.layout)
+    b_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+    c0_smem = gl.allocate_shared_memory(dtype, [ROWS, BLOCK_N], c_desc.layout)
+    c1_smem = gl.allocate_shared_memory(dtype, [ROWS, BLOCK_N], c_desc.layout)
+    if PARTS == 3:
+        a2_ring = gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_K], a_desc.layout)
+        c2_smem = gl.allocate_shared_memory(dtype, [ROWS, BLOCK_N], c_desc.layout)
+    else:
+        a2_ring = a1_ring
+        c2_smem = c1_smem
+    full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(full.index(i), count=1)
+        mbarrier.init(empty.index(i), count=PARTS)   # one arrive from each warpgroup
+    fence_async_shared()
+    args = (a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M, N,
+            K, gl.program_id(0), gl.num_programs(0), PARTS, GROUP_M)
+    if PARTS == 3:
+        gl.warp_specialize([(rows_0, args), (rows_1, args), (rows_2, args), (load_for_3, args)], [4, 4, 1],
+                           [REGS, REGS, 24])
+    else:
+        gl.warp_specialize([(rows_0, args), (rows_1, args), (load_for_2, args)], [4, 1], [REGS, 24])
+
+
+#: name -> (PARTS, BLOCK_N, STAGES, REGS): tiles of PARTS * 64 rows
+LAUNCHES = {"192x128 s4": (3, 128, 4, 160), "128x256 s3": (2, 256, 3, 232)}
+GROUP_M = {"192x128 s4": 8, "128x256 s3": 8}
+
+
+def descriptors(a, b, c, block_n: int):
+    gdt = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
+
+    def desc(t, block):
+        return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, gdt))
+    return desc(a, [64, 64]), desc(b, [64, block_n]), desc(c, [64, block_n])
+
+
+def launch(a, b, name: str, c=None, programs: int | None = None, group_m: int | None = None):
+    parts, block_n, stages, regs = LAUNCHES[name]
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.empty(M, N, device=a.device, dtype=a.dtype) if c is None else c
+    programs = programs or torch.cuda.get_device_properties(a.device).multi_processor_count
+    tiles = triton.cdiv(M, 64 * parts) * triton.cdiv(N, block_n)
+    matmul_relu_gluon_kernel[(min(programs, tiles),)](*descriptors(a, b, c, block_n), M, N, K, PARTS=parts,
+                                                      STAGES=stages, GROUP_M=group_m or GROUP_M[name], REGS=regs,
+                                                      num_warps=4)
+    return c
+
+
+def compile_report(name: str) -> dict:
+    import re
+    import subprocess
+
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    parts, block_n, stages, regs = LAUNCHES[name]
+    kernel = matmul_relu_gluon_kernel
+    base = torch.empty(512, 512, dtype=torch.float16)
+    names = list(kernel.arg_names)
+    meta = dict(PARTS=parts, STAGES=stages, GROUP_M=8, REGS=regs, num_warps=4)
+    sig = dict(zip(names, [mangle_type(x) for x in descriptors(base, base, base, block_n)] + ["i32", "i32", "i32"]))
+    sig.update({k: "constexpr" for k in meta})
+    src = GluonASTSource(kernel, sig, {(names.index(k),): v for k, v in meta.items()})
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    regs = stack = None
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if tool.exists():
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(compiled.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([str(tool), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+        found = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
+        regs, stack = (int(m.group(1)) if m else None for m in found)
+    return {"launch": name, "regs": regs, "stack": stack, "shared_bytes": int(compiled.metadata.shared)}
+
+
+def summary(cases: list[dict]) -> list[str]:
+    """Per case: torch, the reference and the fastest Gluon launch (with its copies) as shares of torch's speed;
+    with --focus, the kernel alone on operands already on 128-byte rows, and beside a copy on a second stream."""
+    lines = []
+    for case in cases:
+        us = {name: row["us"] for name, row in case["rows"].items()}
+        gluon = {n: t for n, t in us.items() if n.startswith("gluon")}
+        best = min(gluon, key=gluon.get)
+        lines.append(f"{case['case']}: torch {us['torch']} us, reference {us['reference']} us "
+                     f"({round(us['torch'] / us['reference'], 3)}); fastest Gluon launch: {best} {us[best]} us "
+                     f"({round(us['torch'] / us[best], 3)})")
+        alone = {n.split(" alone, ")[1]: t for n, t in us.items() if " alone, " in n}
+        if alone:
+            lines.append(f"{case['case']}: the 192 x 128 kernel alone, operands on 128-byte rows: a and b "
+                         f"{alone['ab on 128-byte rows']} us ({round(us['torch'] / alone['ab on 128-byte rows'], 3)}), "
+                         f"b only {alone['b on 128-byte rows']} us ({round(us['torch'] / alone['b on 128-byte rows'], 3)}), "
+                         f"a only {alone['a on 128-byte rows']} us ({round(us['torch'] / alone['a on 128-byte rows'], 3)}); "
+                         f"a copy {us['timing only: copy of b']} us alone adds "
+                         f"{round(alone['ab on 128-byte rows, beside a copy of a on a second stream'] - alone['ab on 128-byte rows'], 2)} "
+                         f"us beside the kernel on a second stream")
+    return lines
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--focus", action="store_true", help="3000^3 float16 only: which operand to copy, GROUP_M, the "
+                   "kernel alone on operands copied beforehand")
+    args = p.parse_args()
+    reports = [compile_report(name) for name in LAUNCHES]
+    for r in reports:
+        print(r)
+    if args.dry_run or not GPU:
+        return 0
+    from grader.course import solution_notebook
+    from grader.notebook_code import load_namespace
+    from records import provenance
+    from triton_course.bench import steady_rounds
+    from triton_course.matmul import matmul_flops, tflops, tolerance
+
+    ns = load_namespace(solution_notebook("07_matmul_relu"))
+    command = "python results/sweeps/matmul_gluon.py" + (" --focus" if args.focus else "")
+    title = "07_matmul_relu: Gluon tiles of 192 x 128" + (", 3000^3 on rows aligned or not" if args.focus else "")
+    record = {**provenance(title, command),
+              "method": "triton_course.bench.steady_rounds: medians of 7 interleaved rounds, fresh inputs",
+              "compile": reports, "cases": []}
+    ok = True
+    cases = [("3000^3", (3000, 3000, 3000), torch.float16),
+                                    ("3000^3 bf16", (3000, 3000, 3000), torch.bfloat16),
+                                    ("4096^3", (4096, 4096, 4096), torch.float16),
+                                    ("4000x3000x5000", (4000, 3000, 5000), torch.float16)]
+    if args.focus:
+        cases = cases[:1]
+    for label, (m, n, k), dtype in cases:
+        def make():
+            return torch.randn(m, k, device="cuda", dtype=dtype), torch.randn(k, n, device="cuda", dtype=dtype)
+        fns = {"torch": lambda a, b: torch.relu(a @ b), "reference": lambda a, b: ns["matmul_relu"](a, b)}
+        for name in LAUNCHES:
+            fns[f"gluon {name}, b copied onto 128-byte rows"] = lambda a, b, name=name: launch(a, ns["realigned"](b), name)
+            fns[f"gluon {name}, b as given"] = lambda a, b, name=name: launch(a, b, name)
+        if args.focus:
+            g = "192x128 s4"
+            fns = {k: v for k, v in fns.items() if k in ("torch", "reference") or g in k}
+            fns[f"gluon {g}, a copied"] = lambda a, b: launch(ns["realigned"](a), b, g)
+            fns[f"gluon {g}, a and b copied"] = lambda a, b: launch(ns["realigned"](a), ns["realigned"](b), g)
+            for gm in (4, 16):
+                fns[f"gluon {g}, b copied, GROUP_M {gm}"] = lambda a, b, gm=gm: launch(a, ns["realigned"](b), g,
+                                                                                      group_m=gm)
+            fns["timing only: copy of b"] = lambda a, b: ns["realigned"](b)
+            kept = {}
+
+            def kernel_alone(a, b, which):
+                key = (a.data_ptr(), b.data_ptr(), which)
+                if key not in kept:
+                    kept[key] = (ns["realigned"](a) if "a" in which else a, ns["realigned"](b) if "b" in which else b)
+                return launch(*kept[key], g)
+            for which in ("b", "a", "ab"):
+                fns[f"timing only: gluon {g} alone, {which} on 128-byte rows"] = (
+                    lambda a, b, which=which: kernel_alone(a, b, which))
+            side = torch.cuda.Stream()
+
+            def beside_a_copy(a, b):
+                """The kernel alone (a and b on 128-byte rows already), and a copy of a that nothing reads, on a
+                second stream, launched after it: does a copy hide under the product on the same SMs (the
+                kernel's program leaves registers and threads for the copy's)?"""
+                here = torch.cuda.current_stream()
+                side.wait_stream(here)
+                c = kernel_alone(a, b, "ab")
+                with torch.cuda.stream(side):
+                    ns["realigned"](a)
+                here.wait_stream(side)
+                return c
+            fns[f"timing only: gluon {g} alone, ab on 128-byte rows, beside a copy of a on a second stream"] = (
+                beside_a_copy)
+        a, b = make()
+        want = torch.relu(a.double() @ b.double())
+        atol, rtol = tolerance(dtype)
+        checks = {}
+        for name, fn in fns.items():
+            if name.startswith("timing only: copy"):
+                checks[name] = {"correct": True, "note": "not a product: timed only"}
+                continue
+            torch.full((m * n,), float("nan"), device="cuda", dtype=dtype)
+            got = fn(a, b).double()
+            good = bool(((got - want).abs() <= atol + rtol * want.abs()).all())
+            checks[name] = {"max_abs_error": round(float((got - want).abs().max()), 4), "correct": good}
+            print(label, name, "correct" if good else "WRONG", checks[name]["max_abs_error"], flush=True)
+            ok &= good
+        fns = {name: fn for name, fn in fns.items() if checks[name]["correct"]}
+        times = steady_rounds(fns, make)
+        flops = matmul_flops(m, n, k)
+        rows = {name: {"us": round(statistics.median(t) * 1e3, 2), "tflops": round(tflops(flops, statistics.median(t)), 1)}
+                for name, t in times.items()}
+        for name, row in rows.items():
+            row["ratio_to_torch"] = round(row["tflops"] / rows["torch"]["tflops"], 3)
+            print(f"{label} {name:<48} {row['us']:>8.2f} us  {row['ratio_to_torch']:.3f} of torch", flush=True)
+        record["cases"].append({"case": label, "shape": [m, n, k], "dtype": str(dtype).split(".")[-1],
+                                "checks": checks, "rows": rows})
+    record["summary"] = summary(record["cases"])
+    print("\n".join(record["summary"]))
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    print("wrote", args.out)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
