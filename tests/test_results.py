@@ -386,7 +386,8 @@ def test_gluon_tiles_of_192_by_128_pass_cublas_only_on_aligned_rows_as_chapter_0
     us = {n: row["us"] for n, row in case["rows"].items()}
     alone = "timing only: gluon 192x128 s4 alone, "
     both, b_only = us["torch"] / us[alone + "ab on 128-byte rows"], us["torch"] / us[alone + "b on 128-byte rows"]
-    beside = us[alone + "ab on 128-byte rows, beside a copy of a on a second stream"] - us[alone + "ab on 128-byte rows"]
+    beside = (us[alone + "ab on 128-byte rows, beside a copy of a on a second stream"]
+              - us[alone + "ab on 128-byte rows"])
     assert both >= 1.1 and b_only >= 1.0 and beside >= 0.5 * us["timing only: copy of b"], us
     text = _solution_text("07_matmul_relu")
     for quoted in (f"reach {_span(with_copy, 2)} with the copy of `b`", f"at {both:.2f} of cuBLAS with `a` and `b` "

@@ -194,9 +194,7 @@ def launch(q, k, v, causal, name):
 
 def compile_report(name: str, d: int, causal: bool) -> dict:
     """Compile one launch for sm_90 here, GPU or not: registers per thread, spill stack, shared memory."""
-    import re
-    import subprocess
-
+    from records import cubin_usage
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
@@ -209,15 +207,7 @@ def compile_report(name: str, d: int, causal: bool) -> dict:
     sig.update({k: "constexpr" for k in meta})
     src = GluonASTSource(kernel, sig, {(names.index(k),): v for k, v in meta.items()})
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": meta["num_warps"]})
-    regs = stack = None
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if tool.exists():
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(compiled.asm["cubin"])
-            f.flush()
-            usage = subprocess.run([str(tool), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-        found = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
-        regs, stack = (int(m.group(1)) if m else None for m in found)
+    regs, stack = cubin_usage(compiled.asm["cubin"])
     return {"launch": name, "D": d, "causal": causal, "regs": regs, "stack": stack,
             "shared_bytes": int(compiled.metadata.shared)}
 

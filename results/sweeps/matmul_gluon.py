@@ -25,7 +25,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,9 +214,7 @@ def launch(a, b, name: str, c=None, programs: int | None = None, group_m: int | 
 
 
 def compile_report(name: str) -> dict:
-    import re
-    import subprocess
-
+    from records import cubin_usage
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
@@ -231,15 +228,7 @@ def compile_report(name: str) -> dict:
     sig.update({k: "constexpr" for k in meta})
     src = GluonASTSource(kernel, sig, {(names.index(k),): v for k, v in meta.items()})
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-    regs = stack = None
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if tool.exists():
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(compiled.asm["cubin"])
-            f.flush()
-            usage = subprocess.run([str(tool), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-        found = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
-        regs, stack = (int(m.group(1)) if m else None for m in found)
+    regs, stack = cubin_usage(compiled.asm["cubin"])
     return {"launch": name, "regs": regs, "stack": stack, "shared_bytes": int(compiled.metadata.shared)}
 
 
@@ -256,13 +245,14 @@ def summary(cases: list[dict]) -> list[str]:
                      f"({round(us['torch'] / us[best], 3)})")
         alone = {n.split(" alone, ")[1]: t for n, t in us.items() if " alone, " in n}
         if alone:
+            def share(which):
+                t = alone[which + " on 128-byte rows"]
+                return f"{t} us ({round(us['torch'] / t, 3)})"
+            beside = alone["ab on 128-byte rows, beside a copy of a on a second stream"] - alone["ab on 128-byte rows"]
             lines.append(f"{case['case']}: the 192 x 128 kernel alone, operands on 128-byte rows: a and b "
-                         f"{alone['ab on 128-byte rows']} us ({round(us['torch'] / alone['ab on 128-byte rows'], 3)}), "
-                         f"b only {alone['b on 128-byte rows']} us ({round(us['torch'] / alone['b on 128-byte rows'], 3)}), "
-                         f"a only {alone['a on 128-byte rows']} us ({round(us['torch'] / alone['a on 128-byte rows'], 3)}); "
-                         f"a copy {us['timing only: copy of b']} us alone adds "
-                         f"{round(alone['ab on 128-byte rows, beside a copy of a on a second stream'] - alone['ab on 128-byte rows'], 2)} "
-                         f"us beside the kernel on a second stream")
+                         f"{share('ab')}, b only {share('b')}, a only {share('a')}; a copy "
+                         f"{us['timing only: copy of b']} us alone adds {round(beside, 2)} us beside the kernel on a "
+                         f"second stream")
     return lines
 
 
@@ -302,7 +292,8 @@ def main() -> int:
             return torch.randn(m, k, device="cuda", dtype=dtype), torch.randn(k, n, device="cuda", dtype=dtype)
         fns = {"torch": lambda a, b: torch.relu(a @ b), "reference": lambda a, b: ns["matmul_relu"](a, b)}
         for name in LAUNCHES:
-            fns[f"gluon {name}, b copied onto 128-byte rows"] = lambda a, b, name=name: launch(a, ns["realigned"](b), name)
+            fns[f"gluon {name}, b copied onto 128-byte rows"] = (
+                lambda a, b, name=name: launch(a, ns["realigned"](b), name))
             fns[f"gluon {name}, b as given"] = lambda a, b, name=name: launch(a, b, name)
         if args.focus:
             g = "192x128 s4"
@@ -355,8 +346,8 @@ def main() -> int:
         fns = {name: fn for name, fn in fns.items() if checks[name]["correct"]}
         times = steady_rounds(fns, make)
         flops = matmul_flops(m, n, k)
-        rows = {name: {"us": round(statistics.median(t) * 1e3, 2), "tflops": round(tflops(flops, statistics.median(t)), 1)}
-                for name, t in times.items()}
+        rows = {name: {"us": round(statistics.median(t) * 1e3, 2),
+                       "tflops": round(tflops(flops, statistics.median(t)), 1)} for name, t in times.items()}
         for name, row in rows.items():
             row["ratio_to_torch"] = round(row["tflops"] / rows["torch"]["tflops"], 3)
             print(f"{label} {name:<48} {row['us']:>8.2f} us  {row['ratio_to_torch']:.3f} of torch", flush=True)

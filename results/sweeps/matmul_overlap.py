@@ -153,8 +153,9 @@ def copy_chunk(src_ptr, dst_ptr, j, r0, r1, C, stride_src, stride_dst, x, STORE:
 
 
 @triton.jit
-def add_share(partial_ptr, c_ptr, M, N, stride_cm, full_tiles, first, step, tail, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
-              TILE_N: tl.constexpr, GROUP_M: tl.constexpr, ROWS: tl.constexpr, SUB_N: tl.constexpr):
+def add_share(partial_ptr, c_ptr, M, N, stride_cm, full_tiles, first, step, tail, SPLIT: tl.constexpr,
+              BLOCK_M: tl.constexpr, TILE_N: tl.constexpr, GROUP_M: tl.constexpr, ROWS: tl.constexpr,
+              SUB_N: tl.constexpr):
     """relu(the sum of the pieces) for row blocks first, first + step, ... of the tail's tiles (ROWS rows each:
     the notebook's add_pieces_kernel, one row block per loop turn)."""
     tile_elems: tl.constexpr = BLOCK_M * TILE_N
@@ -256,41 +257,55 @@ def tile_name() -> str:
     return NS["HOPPER_CHOICE"]["a size not a multiple of 16"][0]
 
 
+def tail_plan(a, b) -> dict:
+    """What both launchers need: the notebook's tile and plan without its own cut (tma_plan's meta-parameters),
+    the sizes, the tiles of the full waves and of the last wave, and an int32 count (two words) at zero."""
+    tile = NS["choose_tile"](a, b, [tile_name()])
+    _, meta, _ = NS["tma_plan"](a, b, tile, split_tail=False)
+    (M, K), N = a.shape, b.shape[1]
+    tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    tail = tiles % meta["PROGRAMS"]
+    return dict(meta=meta, M=M, N=N, K=K, tail=tail, full=tiles - tail, k_steps=triton.cdiv(K, meta["BLOCK_K"]),
+                count=torch.zeros(2, device=a.device, dtype=torch.int32))
+
+
+def operands(a, b, plan: dict):
+    """(src, dst, align, c, descriptors of a, of the copy dst, of b as given, of c) for one call: src is b's rows
+    as stored, dst a new matrix of the same rows starting on 128-byte boundaries, align the elements every row
+    start and width are a multiple of (at most 16 bytes)."""
+    TensorDescriptor = NS["TensorDescriptor"]
+    meta, M, N, K = plan["meta"], plan["M"], plan["N"], plan["K"]
+    bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
+    src = b.t() if meta["B_T"] else b
+    dst = NS["padded_rows"](*src.shape, like=src)
+    align = 16 // a.element_size()
+    while align > 1 and not (src.shape[1] % align == 0 and src.stride(0) % align == 0):
+        align //= 2
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    box_b = [bn, bk] if meta["B_T"] else [bk, bn]
+    return (src, dst, align, c, TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk]),
+            TensorDescriptor(dst, list(dst.shape), [dst.stride(0), 1], box_b),
+            TensorDescriptor(src, list(src.shape), [src.stride(0), 1], box_b),
+            TensorDescriptor(c, [M, N], [c.stride(0), 1], [bm, bn // 2 if meta["HALVES"] else bn]))
+
+
 def overlap_launch(a, b, copiers: int, copy_tile: tuple[int, int], split: int | None = None):
     """fn(a, b) by copy_beside_tail_kernel then add_pieces_kernel: ``copiers`` programs copy (tiles of
     copy_tile = (rows, bytes per row)), the rest cut the leftover tiles into ``split`` pieces (by default as many
     as they have programs per tile, at most the notebook's MAX_SPLIT)."""
-    TensorDescriptor = NS["TensorDescriptor"]
-    tile = NS["choose_tile"](a, b, [tile_name()])
-    grid, meta, state = NS["tma_plan"](a, b, tile, split_tail=False)
-    (M, K), N = a.shape, b.shape[1]
+    plan = tail_plan(a, b)
+    meta, M, N, K, tail, full, count = (plan[k] for k in ("meta", "M", "N", "K", "tail", "full", "count"))
     bm, bn, bk, programs = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta["PROGRAMS"]
-    b_t = meta["B_T"]
-    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    tail = tiles % programs
-    full = tiles - tail
-    k_steps = triton.cdiv(K, bk)
     if split is None:
-        split = max(1, min((programs - copiers) // max(tail, 1), k_steps // 2, NS["MAX_SPLIT"]))
+        split = max(1, min((programs - copiers) // max(tail, 1), plan["k_steps"] // 2, NS["MAX_SPLIT"]))
     partial = torch.empty(max(1, tail * split * bm * bn), device=a.device, dtype=torch.float32)
-    count = torch.zeros(2, device=a.device, dtype=torch.int32)
     size = a.element_size()
-    common = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=meta["GROUP_M"], B_T=b_t, PROGRAMS=programs,
+    common = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=meta["GROUP_M"], B_T=meta["B_T"], PROGRAMS=programs,
                   COPIERS=copiers, COPY_R=copy_tile[0], COPY_C=copy_tile[1] // size, FENCE=GPU,
                   HALVES=meta["HALVES"], num_warps=meta.get("num_warps", 4), num_stages=meta.get("num_stages", 3))
 
     def run(a, b):
-        src = b.t() if b_t else b             # rows as stored
-        dst = NS["padded_rows"](*src.shape, like=src)
-        align = 16 // size
-        while align > 1 and not (src.shape[1] % align == 0 and src.stride(0) % align == 0):
-            align //= 2
-        c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-        box_b = [bn, bk] if b_t else [bk, bn]
-        b_desc = TensorDescriptor(dst, list(dst.shape), [dst.stride(0), 1], box_b)
-        bs_desc = TensorDescriptor(src, list(src.shape), [src.stride(0), 1], box_b)
-        a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
-        c_desc = TensorDescriptor(c, [M, N], [c.stride(0), 1], [bm, bn // 2 if meta["HALVES"] else bn])
+        src, dst, align, c, a_desc, b_desc, bs_desc, c_desc = operands(a, b, plan)
         copy_beside_tail_kernel[(programs,)](a_desc, b_desc, bs_desc, c_desc, partial, src, dst, src.shape[0],
                                              src.shape[1], src.stride(0), dst.stride(0), count, M, N, K, full, split,
                                              ALIGN=align, **common)
@@ -306,41 +321,23 @@ def overlap_launch(a, b, copiers: int, copy_tile: tuple[int, int], split: int | 
 def interleaved_launch(a, b, cr: int, streams: bool = False, one_launch: bool = True, phase: int | None = None):
     """fn(a, b) by overlap_kernel. ``cr`` > 0: the copy inside the pieces' loop (CR rows x 1024 bytes a step),
     in one launch (a barrier in between) or, not ``one_launch``, in two. ``streams``: the kernel's phase 1
-    without its copy, beside the notebook's copy_rows_kernel on a second stream (resident on the same SMs),
+    without its copy, beside the notebook's copy_rows_kernel on a second stream (free to share the SMs),
     then phase 2 once both are done."""
-    TensorDescriptor = NS["TensorDescriptor"]
-    tile = NS["choose_tile"](a, b, [tile_name()])
-    grid, meta, state = NS["tma_plan"](a, b, tile, split_tail=False)
-    (M, K), N = a.shape, b.shape[1]
+    plan = tail_plan(a, b)
+    meta, M, N, K, tail, full, count = (plan[k] for k in ("meta", "M", "N", "K", "tail", "full", "count"))
     bm, bn, bk, programs = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta["PROGRAMS"]
-    b_t = meta["B_T"]
-    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    tail = tiles % programs
-    full = tiles - tail
-    split = max(1, min(programs // max(tail, 1), triton.cdiv(K, bk) // 2, NS["MAX_SPLIT"]))
+    split = max(1, min(programs // max(tail, 1), plan["k_steps"] // 2, NS["MAX_SPLIT"]))
     partial = torch.empty(max(1, tail * split * bm * bn), device=a.device, dtype=torch.float32)
-    count = torch.zeros(2, device=a.device, dtype=torch.int32)
-    size = a.element_size()
     side = torch.cuda.Stream() if streams else None
-    common = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=meta["GROUP_M"], B_T=b_t, PROGRAMS=programs,
-                  CR=0 if streams else cr, CW=1024 // size if GPU else 32, FENCE=GPU, HALVES=meta["HALVES"],
-                  ROWS=NS["ADD_ROWS"], SUB_N=min(64, bn), num_warps=meta.get("num_warps", 4), num_stages=meta.get("num_stages", 3))
+    common = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=meta["GROUP_M"], B_T=meta["B_T"], PROGRAMS=programs,
+                  CR=0 if streams else cr, CW=1024 // a.element_size() if GPU else 32, FENCE=GPU,
+                  HALVES=meta["HALVES"], ROWS=NS["ADD_ROWS"], SUB_N=min(64, bn), SPLIT=split,
+                  num_warps=meta.get("num_warps", 4), num_stages=meta.get("num_stages", 3))
 
     def run(a, b):
-        src = b.t() if b_t else b
-        dst = NS["padded_rows"](*src.shape, like=src)
-        align = 16 // size
-        while align > 1 and not (src.shape[1] % align == 0 and src.stride(0) % align == 0):
-            align //= 2
-        c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-        box_b = [bn, bk] if b_t else [bk, bn]
-        b_desc = TensorDescriptor(dst, list(dst.shape), [dst.stride(0), 1], box_b)
-        bs_desc = TensorDescriptor(src, list(src.shape), [src.stride(0), 1], box_b)
-        a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
-        c_desc = TensorDescriptor(c, [M, N], [c.stride(0), 1], [bm, bn // 2 if meta["HALVES"] else bn])
+        src, dst, align, c, a_desc, b_desc, bs_desc, c_desc = operands(a, b, plan)
         args = (a_desc, b_desc, bs_desc, c_desc, c, c.stride(0), partial, src, dst, src.shape[0], src.shape[1],
                 src.stride(0), dst.stride(0), count, M, N, K, full)
-        common["SPLIT"] = split
         if phase is not None:   # timing one phase alone
             overlap_kernel[(programs,)](*args, PHASE=phase, ALIGN=align, **common)
         elif streams:

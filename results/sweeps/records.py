@@ -34,6 +34,27 @@ def provenance(chapter: str, command: str) -> dict[str, str]:
             "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
 
 
+def cubin_usage(cubin: bytes) -> tuple[int | None, int | None]:
+    """(registers per thread, spill stack bytes) of a compiled kernel, read by the cuobjdump that Triton ships;
+    (None, None) where it does not ship one."""
+    import re
+    import subprocess
+    import tempfile
+
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if not tool.exists():
+        return None, None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        usage = subprocess.run([str(tool), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    found = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
+    regs, stack = (int(m.group(1)) if m else None for m in found)
+    return regs, stack
+
+
 def shown_path(path: Path) -> str:
     """``path`` relative to the repository when it is inside it (as a command would name it)."""
     path = Path(path).resolve()
