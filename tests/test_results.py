@@ -367,8 +367,8 @@ def test_gluon_tiles_of_192_by_128_pass_cublas_only_on_aligned_rows_as_chapter_0
     """results/07_matmul_relu_gluon.json and its --focus: every Gluon launch correct at every shape; at 3000^3
     with the copy of b none reaches 95% of torch; at 4096^3 (aligned rows) Gluon's 128 x 256 is within 3% of the
     reference; the 192 x 128 kernel alone on a and b with 128-byte rows is over 10% faster than torch, on b's alone
-    no slower, and a copy beside it on a second stream still adds over half of its own time. Chapter 07 quotes
-    these figures."""
+    within 3% of it, and a copy beside it on a second stream still adds over half of its own time; c stored from
+    registers (a fifth stage) and steps of 128 along K are slower. Chapter 07 quotes these figures."""
     r, focus = _result("07_matmul_relu_gluon"), _result("07_matmul_relu_gluon_focus")
     assert r["command"] == "python results/sweeps/matmul_gluon.py" and "H200" in r["device"]
     assert focus["command"] == "python results/sweeps/matmul_gluon.py --focus" and "H200" in focus["device"]
@@ -388,7 +388,10 @@ def test_gluon_tiles_of_192_by_128_pass_cublas_only_on_aligned_rows_as_chapter_0
     both, b_only = us["torch"] / us[alone + "ab on 128-byte rows"], us["torch"] / us[alone + "b on 128-byte rows"]
     beside = (us[alone + "ab on 128-byte rows, beside a copy of a on a second stream"]
               - us[alone + "ab on 128-byte rows"])
-    assert both >= 1.1 and b_only >= 1.0 and beside >= 0.5 * us["timing only: copy of b"], us
+    assert both >= 1.1 and b_only >= 0.97 and beside >= 0.5 * us["timing only: copy of b"], us
+    base = us["gluon 192x128 s4, b copied onto 128-byte rows"]
+    for slower in ("192x128 s5, c from registers", "192x128x128 s2"):
+        assert min(t for n, t in us.items() if n.startswith(f"gluon {slower}, b copied")) > base, slower
     text = _solution_text("07_matmul_relu")
     for quoted in (f"reach {_span(with_copy, 2)} with the copy of `b`", f"at {both:.2f} of cuBLAS with `a` and `b` "
                    f"aligned and {b_only:.2f} with `b` only", f"still adds {beside:.1f} of its "

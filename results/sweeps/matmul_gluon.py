@@ -88,19 +88,20 @@ def load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M
 
 
 @gluon.jit
-def load_for_2(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M,
-               N, K, first, programs, parts, GROUP_M):
+def load_for_2(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
+               stride_cm, M, N, K, first, programs, parts, GROUP_M):
     load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M, N, K, first, programs, 2, GROUP_M)
 
 
 @gluon.jit
-def load_for_3(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M,
-               N, K, first, programs, parts, GROUP_M):
+def load_for_3(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
+               stride_cm, M, N, K, first, programs, parts, GROUP_M):
     load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M, N, K, first, programs, 3, GROUP_M)
 
 
 @gluon.jit
-def part_rows(a_ring, b_ring, full, empty, c_smem, c_desc, M, N, K, first, programs, part, PARTS, GROUP_M):
+def part_rows(a_ring, b_ring, full, empty, c_smem, c_desc, c_ptr, stride_cm, M, N, K, first, programs, part, PARTS,
+              GROUP_M):
     """One warpgroup: rows part * 64 ... of each of this program's tiles. Each step's wgmma is asynchronous;
     once the next one is issued, the one before is waited for and its slot handed back. Then ReLU, one
     conversion, and the rows out through shared memory by TMA (waited for only when the buffer is needed again)."""
@@ -128,34 +129,44 @@ def part_rows(a_ring, b_ring, full, empty, c_smem, c_desc, M, N, K, first, progr
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((count - 1) % STAGES), count=1)
         out = gl.maximum(acc, 0.0).to(c_smem.dtype)
-        tma.store_wait(pendings=0)   # the last tile's rows have left c_smem
-        c_smem.store(out)
-        fence_async_shared()
-        TMA_STORE(c_desc, [tm * PARTS * ROWS + part * ROWS, tn * BLOCK_N], c_smem)
+        if c_smem.shape[0] == 1:   # no staging buffer: stored from registers
+            r = tm * PARTS * ROWS + part * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
+            cc = tn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
+            gl.store(c_ptr + gl.expand_dims(r, 1) * stride_cm + gl.expand_dims(cc, 0), out,
+                     mask=(gl.expand_dims(r, 1) < M) & (gl.expand_dims(cc, 0) < N))
+        else:
+            tma.store_wait(pendings=0)   # the last tile's rows have left c_smem
+            c_smem.store(out)
+            fence_async_shared()
+            TMA_STORE(c_desc, [tm * PARTS * ROWS + part * ROWS, tn * BLOCK_N], c_smem)
     tma.store_wait(pendings=0)
 
 
 @gluon.jit
-def rows_0(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M, N,
-           K, first, programs, PARTS, GROUP_M):
-    part_rows(a0_ring, b_ring, full, empty, c0_smem, c_desc, M, N, K, first, programs, 0, PARTS, GROUP_M)
+def rows_0(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
+           stride_cm, M, N, K, first, programs, PARTS, GROUP_M):
+    part_rows(a0_ring, b_ring, full, empty, c0_smem, c_desc, c_ptr, stride_cm, M, N, K, first, programs, 0, PARTS,
+              GROUP_M)
 
 
 @gluon.jit
-def rows_1(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M, N,
-           K, first, programs, PARTS, GROUP_M):
-    part_rows(a1_ring, b_ring, full, empty, c1_smem, c_desc, M, N, K, first, programs, 1, PARTS, GROUP_M)
+def rows_1(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
+           stride_cm, M, N, K, first, programs, PARTS, GROUP_M):
+    part_rows(a1_ring, b_ring, full, empty, c1_smem, c_desc, c_ptr, stride_cm, M, N, K, first, programs, 1, PARTS,
+              GROUP_M)
 
 
 @gluon.jit
-def rows_2(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M, N,
-           K, first, programs, PARTS, GROUP_M):
-    part_rows(a2_ring, b_ring, full, empty, c2_smem, c_desc, M, N, K, first, programs, 2, PARTS, GROUP_M)
+def rows_2(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
+           stride_cm, M, N, K, first, programs, PARTS, GROUP_M):
+    part_rows(a2_ring, b_ring, full, empty, c2_smem, c_desc, c_ptr, stride_cm, M, N, K, first, programs, 2, PARTS,
+              GROUP_M)
 
 
 @gluon.jit
-def matmul_relu_gluon_kernel(a_desc, b_desc, c_desc, M, N, K, PARTS: gl.constexpr, STAGES: gl.constexpr,
-                             GROUP_M: gl.constexpr, REGS: gl.constexpr, num_warps: gl.constexpr):
+def matmul_relu_gluon_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, PARTS: gl.constexpr,
+                             STAGES: gl.constexpr, GROUP_M: gl.constexpr, REGS: gl.constexpr, STAGE_C: gl.constexpr,
+                             num_warps: gl.constexpr):
     """relu(A @ B) in tiles of (PARTS * 64) x BLOCK_N, persistent, PARTS warpgroups of 64 rows and a loader warp.
     a_desc: blocks of 64 x BLOCK_K of a [M, K]; b_desc: BLOCK_K x BLOCK_N of b [K, N]; c_desc: 64 x BLOCK_N."""
     dtype: gl.constexpr = a_desc.dtype
@@ -165,11 +176,12 @@ def matmul_relu_gluon_kernel(a_desc, b_desc, c_desc, M, N, K, PARTS: gl.constexp
     a0_ring = gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_K], a_desc.layout)
     a1_ring = gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_K], a_desc.layout)
     b_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
-    c0_smem = gl.allocate_shared_memory(dtype, [ROWS, BLOCK_N], c_desc.layout)
-    c1_smem = gl.allocate_shared_memory(dtype, [ROWS, BLOCK_N], c_desc.layout)
+    C_ROWS: gl.constexpr = ROWS if STAGE_C else 1   # 1: c is stored from registers
+    c0_smem = gl.allocate_shared_memory(dtype, [C_ROWS, BLOCK_N], c_desc.layout)
+    c1_smem = gl.allocate_shared_memory(dtype, [C_ROWS, BLOCK_N], c_desc.layout)
     if PARTS == 3:
         a2_ring = gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_K], a_desc.layout)
-        c2_smem = gl.allocate_shared_memory(dtype, [ROWS, BLOCK_N], c_desc.layout)
+        c2_smem = gl.allocate_shared_memory(dtype, [C_ROWS, BLOCK_N], c_desc.layout)
     else:
         a2_ring = a1_ring
         c2_smem = c1_smem
@@ -179,8 +191,8 @@ def matmul_relu_gluon_kernel(a_desc, b_desc, c_desc, M, N, K, PARTS: gl.constexp
         mbarrier.init(full.index(i), count=1)
         mbarrier.init(empty.index(i), count=PARTS)   # one arrive from each warpgroup
     fence_async_shared()
-    args = (a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, M, N,
-            K, gl.program_id(0), gl.num_programs(0), PARTS, GROUP_M)
+    args = (a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
+            stride_cm, M, N, K, gl.program_id(0), gl.num_programs(0), PARTS, GROUP_M)
     if PARTS == 3:
         gl.warp_specialize([(rows_0, args), (rows_1, args), (rows_2, args), (load_for_3, args)], [4, 4, 1],
                            [REGS, REGS, 24])
@@ -188,28 +200,31 @@ def matmul_relu_gluon_kernel(a_desc, b_desc, c_desc, M, N, K, PARTS: gl.constexp
         gl.warp_specialize([(rows_0, args), (rows_1, args), (load_for_2, args)], [4, 1], [REGS, 24])
 
 
-#: name -> (PARTS, BLOCK_N, STAGES, REGS): tiles of PARTS * 64 rows
-LAUNCHES = {"192x128 s4": (3, 128, 4, 160), "128x256 s3": (2, 256, 3, 232)}
-GROUP_M = {"192x128 s4": 8, "128x256 s3": 8}
+#: name -> (PARTS, BLOCK_N, STAGES, REGS, BLOCK_K, STAGE_C): tiles of PARTS * 64 rows; STAGE_C: c leaves through
+#: shared memory by TMA (else stored from registers, which leaves room for a fifth stage)
+LAUNCHES = {"192x128 s4": (3, 128, 4, 160, 64, True), "128x256 s3": (2, 256, 3, 232, 64, True)}
+EXTRA_LAUNCHES = {"192x128 s5, c from registers": (3, 128, 5, 160, 64, False),
+                  "192x128x128 s2": (3, 128, 2, 160, 128, True)}
+GROUP_M = {"192x128 s4": 8, "128x256 s3": 8, "192x128 s5, c from registers": 8, "192x128x128 s2": 8}
 
 
-def descriptors(a, b, c, block_n: int):
+def descriptors(a, b, c, block_n: int, block_k: int = 64):
     gdt = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
 
     def desc(t, block):
         return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, gdt))
-    return desc(a, [64, 64]), desc(b, [64, block_n]), desc(c, [64, block_n])
+    return desc(a, [64, block_k]), desc(b, [block_k, block_n]), desc(c, [64, block_n])
 
 
 def launch(a, b, name: str, c=None, programs: int | None = None, group_m: int | None = None):
-    parts, block_n, stages, regs = LAUNCHES[name]
+    parts, block_n, stages, regs, block_k, stage_c = {**LAUNCHES, **EXTRA_LAUNCHES}[name]
     (M, K), N = a.shape, b.shape[1]
     c = torch.empty(M, N, device=a.device, dtype=a.dtype) if c is None else c
     programs = programs or torch.cuda.get_device_properties(a.device).multi_processor_count
     tiles = triton.cdiv(M, 64 * parts) * triton.cdiv(N, block_n)
-    matmul_relu_gluon_kernel[(min(programs, tiles),)](*descriptors(a, b, c, block_n), M, N, K, PARTS=parts,
-                                                      STAGES=stages, GROUP_M=group_m or GROUP_M[name], REGS=regs,
-                                                      num_warps=4)
+    matmul_relu_gluon_kernel[(min(programs, tiles),)](*descriptors(a, b, c, block_n, block_k), c, c.stride(0), M, N,
+                                                      K, PARTS=parts, STAGES=stages, GROUP_M=group_m or GROUP_M[name],
+                                                      REGS=regs, STAGE_C=stage_c, num_warps=4)
     return c
 
 
@@ -219,12 +234,13 @@ def compile_report(name: str) -> dict:
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
 
-    parts, block_n, stages, regs = LAUNCHES[name]
+    parts, block_n, stages, regs, block_k, stage_c = {**LAUNCHES, **EXTRA_LAUNCHES}[name]
     kernel = matmul_relu_gluon_kernel
     base = torch.empty(512, 512, dtype=torch.float16)
     names = list(kernel.arg_names)
-    meta = dict(PARTS=parts, STAGES=stages, GROUP_M=8, REGS=regs, num_warps=4)
-    sig = dict(zip(names, [mangle_type(x) for x in descriptors(base, base, base, block_n)] + ["i32", "i32", "i32"]))
+    meta = dict(PARTS=parts, STAGES=stages, GROUP_M=8, REGS=regs, STAGE_C=stage_c, num_warps=4)
+    sig = dict(zip(names, [mangle_type(x) for x in descriptors(base, base, base, block_n, block_k)]
+                   + ["*fp16", "i32", "i32", "i32", "i32"]))
     sig.update({k: "constexpr" for k in meta})
     src = GluonASTSource(kernel, sig, {(names.index(k),): v for k, v in meta.items()})
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
@@ -263,7 +279,8 @@ def main() -> int:
     p.add_argument("--focus", action="store_true", help="3000^3 float16 only: which operand to copy, GROUP_M, the "
                    "kernel alone on operands copied beforehand")
     args = p.parse_args()
-    reports = [compile_report(name) for name in LAUNCHES]
+    reports = [compile_report(name) for name in LAUNCHES] + (
+        [compile_report(name) for name in EXTRA_LAUNCHES] if args.focus else [])
     for r in reports:
         print(r)
     if args.dry_run or not GPU:
@@ -300,17 +317,24 @@ def main() -> int:
             fns = {k: v for k, v in fns.items() if k in ("torch", "reference") or g in k}
             fns[f"gluon {g}, a copied"] = lambda a, b: launch(ns["realigned"](a), b, g)
             fns[f"gluon {g}, a and b copied"] = lambda a, b: launch(ns["realigned"](a), ns["realigned"](b), g)
-            for gm in (4, 16):
+            for gm in (16, 32):
                 fns[f"gluon {g}, b copied, GROUP_M {gm}"] = lambda a, b, gm=gm: launch(a, ns["realigned"](b), g,
                                                                                       group_m=gm)
+            for name in EXTRA_LAUNCHES:
+                for gm in (8, 16):
+                    fns[f"gluon {name}, b copied, GROUP_M {gm}"] = (
+                        lambda a, b, name=name, gm=gm: launch(a, ns["realigned"](b), name, group_m=gm))
             fns["timing only: copy of b"] = lambda a, b: ns["realigned"](b)
             kept = {}
 
-            def kernel_alone(a, b, which):
+            def kernel_alone(a, b, which, name=g):
                 key = (a.data_ptr(), b.data_ptr(), which)
                 if key not in kept:
                     kept[key] = (ns["realigned"](a) if "a" in which else a, ns["realigned"](b) if "b" in which else b)
-                return launch(*kept[key], g)
+                return launch(*kept[key], name)
+            for name in EXTRA_LAUNCHES:
+                fns[f"timing only: kernel {name} by itself, b on 128-byte rows"] = (
+                    lambda a, b, name=name: kernel_alone(a, b, "b", name))
             for which in ("b", "a", "ab"):
                 fns[f"timing only: gluon {g} alone, {which} on 128-byte rows"] = (
                     lambda a, b, which=which: kernel_alone(a, b, which))
