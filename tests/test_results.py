@@ -369,7 +369,8 @@ def test_gluon_tiles_of_192_by_128_pass_cublas_only_on_aligned_rows_as_chapter_0
     reference; the 192 x 128 kernel alone on a and b with 128-byte rows is over 10% faster than torch, on b's alone
     within 3% of it, and a copy beside it on a second stream still adds over half of its own time; c stored from
     registers (a fifth stage), steps of 128 along K and the copy made inside the launch (a copier warp; slabs read
-    from the copy once complete) are all slower than the copy first, and none of the last reaches 95%. Chapter 07
+    from the copy once complete) and TMA boxes 64 bytes wide (64-byte swizzle) are all slower than the copy first;
+    the narrow boxes stay under 0.7 of torch, and slower than the 128-byte ones even on aligned rows. Chapter 07
     quotes these figures."""
     r, focus = _result("07_matmul_relu_gluon"), _result("07_matmul_relu_gluon_focus")
     assert r["command"] == "python results/sweeps/matmul_gluon.py" and "H200" in r["device"]
@@ -396,10 +397,14 @@ def test_gluon_tiles_of_192_by_128_pass_cublas_only_on_aligned_rows_as_chapter_0
         assert min(t for n, t in us.items() if n.startswith(f"gluon {slower}")) > base, slower
     inside = [us["torch"] / t for n, t in us.items() if "b copied inside" in n]
     assert len(inside) == 3 and max(inside) < 0.95
+    narrow = [us["torch"] / t for n, t in us.items() if n.startswith("gluon 192x128 s4, 64-byte swizzle")]
+    narrow_aligned = us["torch"] / us["timing only: kernel 192x128 s4, 64-byte swizzle by itself, ab on 128-byte rows"]
+    assert len(narrow) == 4 and max(narrow) < 0.7 and narrow_aligned < both
     text = _solution_text("07_matmul_relu")
     for quoted in (f"reach {_span(with_copy, 2)} with the copy of `b`", f"at {both:.2f} of cuBLAS with `a` and `b` "
                    f"aligned and {b_only:.2f} with `b` only", f"still adds {beside:.1f} of its "
                    f"{us['timing only: copy of b']:.1f} µs", f"runs at {_span(inside, 2)}; storing `c` from registers",
+                   f"cross a 128-byte line): {_span(narrow, 2)}, and {narrow_aligned:.2f} even on 128-byte rows",
                    "results/07_matmul_relu_gluon_focus.json"):
         assert quoted in text, quoted
 

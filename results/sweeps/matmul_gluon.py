@@ -19,7 +19,8 @@ once the next product is issued (an 'empty' mbarrier of count PARTS), and store 
 by TMA while the loader already fills the ring for the next tile.
 
 ``--focus`` (3000^3 float16) adds: which operand's copy onto 128-byte rows pays (a, b, both), GROUP_M, two more
-layouts of the kernel (c stored from registers, leaving room for a fifth stage; steps of 128 along K), the kernel
+layouts of the kernel (c stored from registers, leaving room for a fifth stage; steps of 128 along K; TMA boxes
+64 bytes wide, with a 64-byte swizzle, so that fewer misaligned row pieces cross a 128-byte line), the kernel
 alone on operands copied beforehand and beside a copy on a second stream, and ``matmul_relu_copying_kernel``: the
 copy of b inside the launch (a copier warp per program; the loader reads a slab of b from the copy once the slab
 is counted complete, from b as given before), which waits for nothing.
@@ -75,10 +76,13 @@ def load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M
     ROWS: gl.constexpr = a0_ring.shape[1]
     BLOCK_K: gl.constexpr = a0_ring.shape[2]
     BLOCK_N: gl.constexpr = b_ring.shape[2]
+    A_BOX: gl.constexpr = a_desc.block_type.shape[1]   # narrower than a block where the swizzle is narrower
+    B_BOX: gl.constexpr = b_desc.block_type.shape[1]
     tiles_m = gl.cdiv(M, PARTS * ROWS)
     tiles_n = gl.cdiv(N, BLOCK_N)
     k_steps = gl.cdiv(K, BLOCK_K)
-    nbytes: gl.constexpr = PARTS * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    nbytes: gl.constexpr = (PARTS * (BLOCK_K // A_BOX) * a_desc.block_type.nbytes
+                            + (BLOCK_N // B_BOX) * b_desc.block_type.nbytes)
     count = 0
     for tile in range(first, tiles_m * tiles_n, programs):
         tm, tn = tile_of(tile, tiles_m, tiles_n, GROUP_M)
@@ -87,11 +91,26 @@ def load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M
             mbarrier.wait(empty.index(slot), ((count // STAGES) & 1) ^ 1)
             bar = full.index(slot)
             mbarrier.expect(bar, nbytes)
-            TMA_LOAD(a_desc, [tm * PARTS * ROWS, ks * BLOCK_K], bar, a0_ring.index(slot))
-            TMA_LOAD(a_desc, [tm * PARTS * ROWS + ROWS, ks * BLOCK_K], bar, a1_ring.index(slot))
-            if PARTS == 3:
-                TMA_LOAD(a_desc, [tm * PARTS * ROWS + 2 * ROWS, ks * BLOCK_K], bar, a2_ring.index(slot))
-            TMA_LOAD(b_desc, [ks * BLOCK_K, tn * BLOCK_N], bar, b_ring.index(slot))
+            if A_BOX == BLOCK_K:
+                TMA_LOAD(a_desc, [tm * PARTS * ROWS, ks * BLOCK_K], bar, a0_ring.index(slot))
+                TMA_LOAD(a_desc, [tm * PARTS * ROWS + ROWS, ks * BLOCK_K], bar, a1_ring.index(slot))
+                if PARTS == 3:
+                    TMA_LOAD(a_desc, [tm * PARTS * ROWS + 2 * ROWS, ks * BLOCK_K], bar, a2_ring.index(slot))
+            else:
+                for j in gl.static_range(BLOCK_K // A_BOX):
+                    col = ks * BLOCK_K + j * A_BOX
+                    TMA_LOAD(a_desc, [tm * PARTS * ROWS, col], bar, a0_ring.index(slot).slice(j * A_BOX, A_BOX, 1))
+                    TMA_LOAD(a_desc, [tm * PARTS * ROWS + ROWS, col], bar,
+                             a1_ring.index(slot).slice(j * A_BOX, A_BOX, 1))
+                    if PARTS == 3:
+                        TMA_LOAD(a_desc, [tm * PARTS * ROWS + 2 * ROWS, col], bar,
+                                 a2_ring.index(slot).slice(j * A_BOX, A_BOX, 1))
+            if B_BOX == BLOCK_N:
+                TMA_LOAD(b_desc, [ks * BLOCK_K, tn * BLOCK_N], bar, b_ring.index(slot))
+            else:
+                for j in gl.static_range(BLOCK_N // B_BOX):
+                    TMA_LOAD(b_desc, [ks * BLOCK_K, tn * BLOCK_N + j * B_BOX], bar,
+                             b_ring.index(slot).slice(j * B_BOX, B_BOX, 1))
             count += 1
 
 
@@ -174,13 +193,13 @@ def rows_2(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_
 @gluon.jit
 def matmul_relu_gluon_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, PARTS: gl.constexpr,
                              STAGES: gl.constexpr, GROUP_M: gl.constexpr, REGS: gl.constexpr, STAGE_C: gl.constexpr,
-                             num_warps: gl.constexpr):
+                             BLOCK_K: gl.constexpr, num_warps: gl.constexpr):
     """relu(A @ B) in tiles of (PARTS * 64) x BLOCK_N, persistent, PARTS warpgroups of 64 rows and a loader warp.
-    a_desc: blocks of 64 x BLOCK_K of a [M, K]; b_desc: BLOCK_K x BLOCK_N of b [K, N]; c_desc: 64 x BLOCK_N."""
+    a_desc: boxes of 64 rows of a [M, K], BLOCK_K wide or narrower (a block is then several boxes side by side);
+    b_desc: boxes of BLOCK_K rows of b [K, N], BLOCK_N wide or narrower; c_desc: 64 x BLOCK_N."""
     dtype: gl.constexpr = a_desc.dtype
     ROWS: gl.constexpr = a_desc.block_type.shape[0]
-    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
-    BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
     a0_ring = gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_K], a_desc.layout)
     a1_ring = gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_K], a_desc.layout)
     b_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
@@ -389,31 +408,36 @@ def copying_launch(a, b, stages: int = 3, xs: int = 3, group_m: int = 16, flags=
     return c
 
 
-#: name -> (PARTS, BLOCK_N, STAGES, REGS, BLOCK_K, STAGE_C): tiles of PARTS * 64 rows; STAGE_C: c leaves through
-#: shared memory by TMA (else stored from registers, which leaves room for a fifth stage)
-LAUNCHES = {"192x128 s4": (3, 128, 4, 160, 64, True), "128x256 s3": (2, 256, 3, 232, 64, True)}
-EXTRA_LAUNCHES = {"192x128 s5, c from registers": (3, 128, 5, 160, 64, False),
-                  "192x128x128 s2": (3, 128, 2, 160, 128, True)}
-GROUP_M = {"192x128 s4": 8, "128x256 s3": 8, "192x128 s5, c from registers": 8, "192x128x128 s2": 8}
+#: name -> (PARTS, BLOCK_N, STAGES, REGS, BLOCK_K, STAGE_C, BOX): tiles of PARTS * 64 rows; STAGE_C: c leaves
+#: through shared memory by TMA (else stored from registers, which leaves room for a fifth stage); BOX: the width
+#: in elements of a's and b's TMA boxes (64: 128 bytes, 128-byte swizzle; 32: 64 bytes, 64-byte swizzle, a 128-byte
+#: row piece that starts off a 128-byte boundary is then two requests of which fewer cross a line)
+LAUNCHES = {"192x128 s4": (3, 128, 4, 160, 64, True, 64), "128x256 s3": (2, 256, 3, 232, 64, True, 64)}
+EXTRA_LAUNCHES = {"192x128 s5, c from registers": (3, 128, 5, 160, 64, False, 64),
+                  "192x128x128 s2": (3, 128, 2, 160, 128, True, 64),
+                  "192x128 s4, 64-byte swizzle": (3, 128, 4, 160, 64, True, 32)}
+GROUP_M = {"192x128 s4": 8, "128x256 s3": 8, "192x128 s5, c from registers": 8, "192x128x128 s2": 8,
+           "192x128 s4, 64-byte swizzle": 8}
 
 
-def descriptors(a, b, c, block_n: int, block_k: int = 64):
+def descriptors(a, b, c, block_n: int, block_k: int = 64, box: int = 64):
     gdt = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
 
     def desc(t, block):
         return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, gdt))
-    return desc(a, [64, block_k]), desc(b, [block_k, block_n]), desc(c, [64, block_n])
+    return desc(a, [64, min(block_k, box)]), desc(b, [block_k, min(block_n, box)]), desc(c, [64, block_n])
 
 
 def launch(a, b, name: str, c=None, programs: int | None = None, group_m: int | None = None):
-    parts, block_n, stages, regs, block_k, stage_c = {**LAUNCHES, **EXTRA_LAUNCHES}[name]
+    parts, block_n, stages, regs, block_k, stage_c, box = {**LAUNCHES, **EXTRA_LAUNCHES}[name]
     (M, K), N = a.shape, b.shape[1]
     c = torch.empty(M, N, device=a.device, dtype=a.dtype) if c is None else c
     programs = programs or torch.cuda.get_device_properties(a.device).multi_processor_count
     tiles = triton.cdiv(M, 64 * parts) * triton.cdiv(N, block_n)
-    matmul_relu_gluon_kernel[(min(programs, tiles),)](*descriptors(a, b, c, block_n, block_k), c, c.stride(0), M, N,
-                                                      K, PARTS=parts, STAGES=stages, GROUP_M=group_m or GROUP_M[name],
-                                                      REGS=regs, STAGE_C=stage_c, num_warps=4)
+    matmul_relu_gluon_kernel[(min(programs, tiles),)](*descriptors(a, b, c, block_n, block_k, box), c, c.stride(0),
+                                                      M, N, K, PARTS=parts, STAGES=stages,
+                                                      GROUP_M=group_m or GROUP_M[name], REGS=regs, STAGE_C=stage_c,
+                                                      BLOCK_K=block_k, num_warps=4)
     return c
 
 
@@ -423,12 +447,12 @@ def compile_report(name: str) -> dict:
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
 
-    parts, block_n, stages, regs, block_k, stage_c = {**LAUNCHES, **EXTRA_LAUNCHES}[name]
+    parts, block_n, stages, regs, block_k, stage_c, box = {**LAUNCHES, **EXTRA_LAUNCHES}[name]
     kernel = matmul_relu_gluon_kernel
     base = torch.empty(512, 512, dtype=torch.float16)
     names = list(kernel.arg_names)
-    meta = dict(PARTS=parts, STAGES=stages, GROUP_M=8, REGS=regs, STAGE_C=stage_c, num_warps=4)
-    sig = dict(zip(names, [mangle_type(x) for x in descriptors(base, base, base, block_n, block_k)]
+    meta = dict(PARTS=parts, STAGES=stages, GROUP_M=8, REGS=regs, STAGE_C=stage_c, BLOCK_K=block_k, num_warps=4)
+    sig = dict(zip(names, [mangle_type(x) for x in descriptors(base, base, base, block_n, block_k, box)]
                    + ["*fp16", "i32", "i32", "i32", "i32"]))
     sig.update({k: "constexpr" for k in meta})
     src = GluonASTSource(kernel, sig, {(names.index(k),): v for k, v in meta.items()})
@@ -536,6 +560,9 @@ def main() -> int:
                 for gm in (8, 16):
                     fns[f"gluon {name}, b copied, GROUP_M {gm}"] = (
                         lambda a, b, name=name, gm=gm: launch(a, ns["realigned"](b), name, group_m=gm))
+            sw = "192x128 s4, 64-byte swizzle"
+            for gm in (8, 16):
+                fns[f"gluon {sw}, b as given, GROUP_M {gm}"] = lambda a, b, gm=gm: launch(a, b, sw, group_m=gm)
             for xs, gm in ((3, 16), (3, 8), (2, 16)):
                 flags = torch.zeros(triton.cdiv(k, 64) + 2, device="cuda", dtype=torch.int32)
                 fns[f"gluon 192x128 s3, b copied inside, {xs} copy slots, GROUP_M {gm}"] = (
@@ -551,6 +578,8 @@ def main() -> int:
             for name in EXTRA_LAUNCHES:
                 fns[f"timing only: kernel {name} by itself, b on 128-byte rows"] = (
                     lambda a, b, name=name: kernel_alone(a, b, "b", name))
+            fns[f"timing only: kernel {sw} by itself, ab on 128-byte rows"] = (
+                lambda a, b: kernel_alone(a, b, "ab", sw))
             for which in ("b", "a", "ab"):
                 fns[f"timing only: gluon {g} alone, {which} on 128-byte rows"] = (
                     lambda a, b, which=which: kernel_alone(a, b, which))
