@@ -86,6 +86,25 @@ def copy_share(src_ptr, dst_ptr, R, C, stride_src, stride_dst, first, step, BLOC
         tl.store(dst_ptr + r * stride_dst + c, tl.load(src_ptr + r * stride_src + c, mask=ok), mask=ok)
 
 
+@triton.jit
+def full_wave_tiles(a_desc, b_desc, c_desc, pid, full_tiles, tiles_m, tiles_n, k_steps, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, B_T: tl.constexpr,
+                    PROGRAMS: tl.constexpr, HALVES: tl.constexpr):
+    """Tiles pid, pid + PROGRAMS, ... below full_tiles over all of K, from b_desc (the notebook's loop over whole
+    tiles, without EXTRA_N): ReLU, one conversion, the tile stored whole or (HALVES) in two halves."""
+    for tile in tl.range(pid, full_tiles, PROGRAMS, flatten=True):
+        tile_m, tile_n = tile_at(tile, tiles_m, tiles_n, GROUP_M)
+        off_m, off_n = tile_m * BLOCK_M, tile_n * BLOCK_N
+        acc, acc2 = tile_sums(a_desc, b_desc, b_desc, off_m, off_n, 0, k_steps, BLOCK_M, BLOCK_N, 0, BLOCK_K, B_T)
+        out = tl.maximum(acc, 0.0).to(c_desc.dtype)
+        if HALVES:
+            left, right = out.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+            c_desc.store([off_m, off_n], left)
+            c_desc.store([off_m, off_n + BLOCK_N // 2], right)
+        else:
+            c_desc.store([off_m, off_n], out)
+
+
 @triton.jit(do_not_specialize=["M", "N", "K", "full_tiles", "split", "R", "C", "stride_src", "stride_dst"])
 def copy_beside_tail_kernel(a_desc, b_desc, bs_desc, c_desc, partial_ptr, src_ptr, dst_ptr, R, C, stride_src,
                             stride_dst, count_ptr, M, N, K, full_tiles, split, BLOCK_M: tl.constexpr,
@@ -120,17 +139,8 @@ def copy_beside_tail_kernel(a_desc, b_desc, bs_desc, c_desc, partial_ptr, src_pt
     if tl.atomic_add(count_ptr + 1, 1, sem="acq_rel", scope="gpu") == PROGRAMS - 1:
         tl.atomic_xchg(count_ptr, 0)       # every program is past the wait: ready for the next call
         tl.atomic_xchg(count_ptr + 1, 0)
-    for tile in tl.range(pid, full_tiles, PROGRAMS, flatten=True):
-        tile_m, tile_n = tile_at(tile, tiles_m, tiles_n, GROUP_M)
-        off_m, off_n = tile_m * BLOCK_M, tile_n * BLOCK_N
-        acc, acc2 = tile_sums(a_desc, b_desc, b_desc, off_m, off_n, 0, k_steps, BLOCK_M, BLOCK_N, 0, BLOCK_K, B_T)
-        out = tl.maximum(acc, 0.0).to(c_desc.dtype)
-        if HALVES:
-            left, right = out.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
-            c_desc.store([off_m, off_n], left)
-            c_desc.store([off_m, off_n + BLOCK_N // 2], right)
-        else:
-            c_desc.store([off_m, off_n], out)
+    full_wave_tiles(a_desc, b_desc, c_desc, pid, full_tiles, tiles_m, tiles_n, k_steps, BLOCK_M, BLOCK_N, BLOCK_K,
+                    GROUP_M, B_T, PROGRAMS, HALVES)
 
 
 @triton.jit
@@ -239,18 +249,8 @@ def overlap_kernel(a_desc, b_desc, bs_desc, c_desc, c_ptr, stride_cm, partial_pt
     if PHASE != 1:
         add_share(partial_ptr, c_ptr, M, N, stride_cm, full_tiles, pid, PROGRAMS, tail, SPLIT, BLOCK_M, BLOCK_N,
                   GROUP_M, ROWS, SUB_N)
-        for tile in tl.range(pid, full_tiles, PROGRAMS, flatten=True):
-            tile_m, tile_n = tile_at(tile, tiles_m, tiles_n, GROUP_M)
-            off_m, off_n = tile_m * BLOCK_M, tile_n * BLOCK_N
-            acc, acc2 = tile_sums(a_desc, b_desc, b_desc, off_m, off_n, 0, k_steps, BLOCK_M, BLOCK_N, 0, BLOCK_K,
-                                  B_T)
-            out = tl.maximum(acc, 0.0).to(c_desc.dtype)
-            if HALVES:
-                left, right = out.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
-                c_desc.store([off_m, off_n], left)
-                c_desc.store([off_m, off_n + BLOCK_N // 2], right)
-            else:
-                c_desc.store([off_m, off_n], out)
+        full_wave_tiles(a_desc, b_desc, c_desc, pid, full_tiles, tiles_m, tiles_n, k_steps, BLOCK_M, BLOCK_N, BLOCK_K,
+                        GROUP_M, B_T, PROGRAMS, HALVES)
 
 
 def tile_name() -> str:
