@@ -62,6 +62,12 @@ def test_vector_add_solution_earned_full_points_when_graded_on_the_h200():
         "a cached result is still a correct result: only the speed check may withhold points"
 
 
+def _span(values, digits: int = 2) -> str:
+    """'lo-hi' of values with ``digits`` decimals, as the chapters quote ranges ('x' alone if both read the same)."""
+    lo, hi = (f"{v:.{digits}f}" for v in (min(values), max(values)))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def _result(name: str) -> dict:
     return json.loads((ROOT / "results" / f"{name}.json").read_text())
 
@@ -331,12 +337,6 @@ def test_stream_k_is_correct_and_no_faster_than_the_cut_last_wave_at_3000_cubed(
         assert us["sk all, kernel alone"] / steps > 1.2 * step_us, s["name"]
     assert [line.split(":")[0] for line in r["stream_k_faster_than_reference"]] == ["8192^3 float16"]
     assert all(float(line.split(" ")[-3].rstrip("x")) < 1.05 for line in r["stream_k_faster_than_reference"])
-
-
-def _span(values, digits: int) -> str:
-    """'lo-hi' of values rounded to ``digits`` places, as the chapters quote ranges ('x' alone if they agree)."""
-    lo, hi = (f"{round(v, digits):.{digits}f}" for v in (min(values), max(values)))
-    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def test_hiding_the_copy_of_b_does_not_reach_95pct_at_3000_cubed_as_chapter_07_says():
@@ -631,7 +631,7 @@ def test_replayed_from_cuda_graphs_attention_is_where_chapter_09_says():
         rows = [row for row in r["rows"] if (row["D"], row["causal"]) == (d, causal)]
         assert [row["N"] for row in rows] == [1024, 2048, 4096, 8192, 16384]
         both = [row["ratio_to_sdpa"][k] for row in rows for k in ("notebook table", "notebook table, again")]
-        assert f"{min(both):.2f}-{max(both):.2f}" == quoted
+        assert _span(both) == quoted
         assert quoted in text, quoted
         if d == 64:
             assert min(both) >= 0.9, (d, causal, both)
@@ -643,7 +643,7 @@ def _ratio_range(record: dict, name: str, d: int, causals: tuple[bool, ...]) -> 
     """'lo-hi' of one timed function's ratios to SDPA over N (and the given masks), as chapter 09 quotes them."""
     ratios = [row["ratio_to_sdpa"][name] for row in record["rows"] if row["D"] == d and row["causal"] in causals]
     assert len(ratios) == 5 * len(causals), (name, d, causals)
-    return f"{min(ratios):.2f}-{max(ratios):.2f}"
+    return _span(ratios)
 
 
 def test_the_gluon_path_takes_attention_past_nine_tenths_of_sdpa_as_chapter_09_says():

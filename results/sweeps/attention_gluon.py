@@ -194,22 +194,10 @@ def launch(q, k, v, causal, name):
 
 def compile_report(name: str, d: int, causal: bool) -> dict:
     """Compile one launch for sm_90 here, GPU or not: registers per thread, spill stack, shared memory."""
-    from records import cubin_usage
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-
     kernel, q_rows, meta = kernel_and_meta(name, d, causal)
     base = torch.empty(4 * meta["BLOCK_M"], d, dtype=torch.float16)
-    names = list(kernel.arg_names)
-    sig = dict(zip(names, [mangle_type(x) for x in descriptors(base, base, base, base, q_rows, meta["BLOCK_N"])]
-                   + ["fp32", "i32", "i32"]))
-    sig.update({k: "constexpr" for k in meta})
-    src = GluonASTSource(kernel, sig, {(names.index(k),): v for k, v in meta.items()})
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": meta["num_warps"]})
-    regs, stack = cubin_usage(compiled.asm["cubin"])
-    return {"launch": name, "D": d, "causal": causal, "regs": regs, "stack": stack,
-            "shared_bytes": int(compiled.metadata.shared)}
+    args = [*descriptors(base, base, base, base, q_rows, meta["BLOCK_N"]), "fp32", "i32", "i32"]
+    return {"launch": name, "D": d, "causal": causal, **records.gluon_sm90_usage(kernel, args, meta)}
 
 
 def inputs(z, h, n, d, dtype=torch.float16):

@@ -116,13 +116,13 @@ def load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M
 
 @gluon.jit
 def load_for_2(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
-               stride_cm, M, N, K, first, programs, parts, GROUP_M):
+               stride_cm, M, N, K, first, programs, parts, GROUP_M, bs_desc, flags_ptr, x_ring, x_bars):
     load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M, N, K, first, programs, 2, GROUP_M)
 
 
 @gluon.jit
 def load_for_3(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
-               stride_cm, M, N, K, first, programs, parts, GROUP_M):
+               stride_cm, M, N, K, first, programs, parts, GROUP_M, bs_desc, flags_ptr, x_ring, x_bars):
     load_tiles(a0_ring, a1_ring, a2_ring, b_ring, full, empty, a_desc, b_desc, M, N, K, first, programs, 3, GROUP_M)
 
 
@@ -171,21 +171,21 @@ def part_rows(a_ring, b_ring, full, empty, c_smem, c_desc, c_ptr, stride_cm, M, 
 
 @gluon.jit
 def rows_0(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
-           stride_cm, M, N, K, first, programs, PARTS, GROUP_M):
+           stride_cm, M, N, K, first, programs, PARTS, GROUP_M, bs_desc, flags_ptr, x_ring, x_bars):
     part_rows(a0_ring, b_ring, full, empty, c0_smem, c_desc, c_ptr, stride_cm, M, N, K, first, programs, 0, PARTS,
               GROUP_M)
 
 
 @gluon.jit
 def rows_1(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
-           stride_cm, M, N, K, first, programs, PARTS, GROUP_M):
+           stride_cm, M, N, K, first, programs, PARTS, GROUP_M, bs_desc, flags_ptr, x_ring, x_bars):
     part_rows(a1_ring, b_ring, full, empty, c1_smem, c_desc, c_ptr, stride_cm, M, N, K, first, programs, 1, PARTS,
               GROUP_M)
 
 
 @gluon.jit
 def rows_2(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
-           stride_cm, M, N, K, first, programs, PARTS, GROUP_M):
+           stride_cm, M, N, K, first, programs, PARTS, GROUP_M, bs_desc, flags_ptr, x_ring, x_bars):
     part_rows(a2_ring, b_ring, full, empty, c2_smem, c_desc, c_ptr, stride_cm, M, N, K, first, programs, 2, PARTS,
               GROUP_M)
 
@@ -218,8 +218,9 @@ def matmul_relu_gluon_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, 
         mbarrier.init(full.index(i), count=1)
         mbarrier.init(empty.index(i), count=PARTS)   # one arrive from each warpgroup
     fence_async_shared()
+    # the partitions' arguments are matmul_relu_copying_kernel's; the last four (its copy's) unused here
     args = (a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
-            stride_cm, M, N, K, gl.program_id(0), gl.num_programs(0), PARTS, GROUP_M)
+            stride_cm, M, N, K, gl.program_id(0), gl.num_programs(0), PARTS, GROUP_M, b_desc, c_ptr, b_ring, full)
     if PARTS == 3:
         gl.warp_specialize([(rows_0, args), (rows_1, args), (rows_2, args), (load_for_3, args)], [4, 4, 1],
                            [REGS, REGS, 24])
@@ -329,27 +330,6 @@ def load_adaptive(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_sm
 
 
 @gluon.jit
-def copying_rows_0(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc,
-                   c_ptr, stride_cm, M, N, K, first, programs, PARTS, GROUP_M, bs_desc, flags_ptr, x_ring, x_bars):
-    part_rows(a0_ring, b_ring, full, empty, c0_smem, c_desc, c_ptr, stride_cm, M, N, K, first, programs, 0, PARTS,
-              GROUP_M)
-
-
-@gluon.jit
-def copying_rows_1(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc,
-                   c_ptr, stride_cm, M, N, K, first, programs, PARTS, GROUP_M, bs_desc, flags_ptr, x_ring, x_bars):
-    part_rows(a1_ring, b_ring, full, empty, c1_smem, c_desc, c_ptr, stride_cm, M, N, K, first, programs, 1, PARTS,
-              GROUP_M)
-
-
-@gluon.jit
-def copying_rows_2(a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc,
-                   c_ptr, stride_cm, M, N, K, first, programs, PARTS, GROUP_M, bs_desc, flags_ptr, x_ring, x_bars):
-    part_rows(a2_ring, b_ring, full, empty, c2_smem, c_desc, c_ptr, stride_cm, M, N, K, first, programs, 2, PARTS,
-              GROUP_M)
-
-
-@gluon.jit
 def matmul_relu_copying_kernel(a_desc, b_desc, bs_desc, c_desc, c_ptr, stride_cm, flags_ptr, M, N, K,
                                STAGES: gl.constexpr, XS: gl.constexpr, GROUP_M: gl.constexpr, REGS: gl.constexpr,
                                num_warps: gl.constexpr):
@@ -380,8 +360,8 @@ def matmul_relu_copying_kernel(a_desc, b_desc, bs_desc, c_desc, c_ptr, stride_cm
     fence_async_shared()
     args = (a0_ring, a1_ring, a2_ring, b_ring, full, empty, c0_smem, c1_smem, c2_smem, a_desc, b_desc, c_desc, c_ptr,
             stride_cm, M, N, K, gl.program_id(0), gl.num_programs(0), 3, GROUP_M, bs_desc, flags_ptr, x_ring, x_bars)
-    gl.warp_specialize([(copying_rows_0, args), (copying_rows_1, args), (copying_rows_2, args),
-                        (load_adaptive, args), (copy_share_of_b, args)], [4, 4, 1, 1], [REGS, REGS, 24, 24])
+    gl.warp_specialize([(rows_0, args), (rows_1, args), (rows_2, args), (load_adaptive, args),
+                        (copy_share_of_b, args)], [4, 4, 1, 1], [REGS, REGS, 24, 24])
     slabs = gl.cdiv(K, BLOCK_K)
     if gl.atomic_add(flags_ptr + slabs + 1, 1, sem="acq_rel", scope="gpu") == gl.num_programs(0) - 1:
         for s in range(slabs + 2):   # every program is done: the counts go back to zero for the next launch
@@ -442,23 +422,14 @@ def launch(a, b, name: str, c=None, programs: int | None = None, group_m: int | 
 
 
 def compile_report(name: str) -> dict:
-    from records import cubin_usage
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
+    """One launch of matmul_relu_gluon_kernel compiled for sm_90 here: registers, spill stack, shared memory."""
+    from records import gluon_sm90_usage
 
     parts, block_n, stages, regs, block_k, stage_c, box = {**LAUNCHES, **EXTRA_LAUNCHES}[name]
-    kernel = matmul_relu_gluon_kernel
     base = torch.empty(512, 512, dtype=torch.float16)
-    names = list(kernel.arg_names)
     meta = dict(PARTS=parts, STAGES=stages, GROUP_M=8, REGS=regs, STAGE_C=stage_c, BLOCK_K=block_k, num_warps=4)
-    sig = dict(zip(names, [mangle_type(x) for x in descriptors(base, base, base, block_n, block_k, box)]
-                   + ["*fp16", "i32", "i32", "i32", "i32"]))
-    sig.update({k: "constexpr" for k in meta})
-    src = GluonASTSource(kernel, sig, {(names.index(k),): v for k, v in meta.items()})
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-    regs, stack = cubin_usage(compiled.asm["cubin"])
-    return {"launch": name, "regs": regs, "stack": stack, "shared_bytes": int(compiled.metadata.shared)}
+    args = [*descriptors(base, base, base, block_n, block_k, box), "*fp16", "i32", "i32", "i32", "i32"]
+    return {"launch": name, **gluon_sm90_usage(matmul_relu_gluon_kernel, args, meta)}
 
 
 def summary(cases: list[dict]) -> list[str]:
@@ -487,25 +458,15 @@ def summary(cases: list[dict]) -> list[str]:
 
 def compile_copying_report(xs: int = 3) -> dict:
     """compile_report for matmul_relu_copying_kernel (192 x 128, three stages, ``xs`` copy slots)."""
-    from records import cubin_usage
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
+    from records import gluon_sm90_usage
 
-    kernel = matmul_relu_copying_kernel
     base = torch.empty(512, 512, dtype=torch.float16)
-    names = list(kernel.arg_names)
-    meta = dict(STAGES=3, XS=xs, GROUP_M=16, REGS=160, num_warps=4)
-    blocks = ([64, 64], [64, 128], [64, 128], [64, 128])
     descs = [GluonDescriptor.from_tensor(base, blk, gl.NVMMASharedLayout.get_default_for(blk, gl.float16))
-             for blk in blocks]
-    sig = dict(zip(names, [mangle_type(x) for x in descs] + ["*fp16", "i32", "*i32", "i32", "i32", "i32"]))
-    sig.update({k: "constexpr" for k in meta})
-    src = GluonASTSource(kernel, sig, {(names.index(k),): v for k, v in meta.items()})
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-    regs, stack = cubin_usage(compiled.asm["cubin"])
-    return {"launch": f"192x128 s3, b copied inside, {xs} copy slots", "regs": regs, "stack": stack,
-            "shared_bytes": int(compiled.metadata.shared)}
+             for blk in ([64, 64], [64, 128], [64, 128], [64, 128])]
+    meta = dict(STAGES=3, XS=xs, GROUP_M=16, REGS=160, num_warps=4)
+    args = [*descs, "*fp16", "i32", "*i32", "i32", "i32", "i32"]
+    return {"launch": f"192x128 s3, b copied inside, {xs} copy slots",
+            **gluon_sm90_usage(matmul_relu_copying_kernel, args, meta)}
 
 
 def main() -> int:

@@ -71,19 +71,53 @@ def proxy_fence(x, FENCE: tl.constexpr):
 
 
 @triton.jit
-def copy_share(src_ptr, dst_ptr, R, C, stride_src, stride_dst, first, step, BLOCK_R: tl.constexpr,
-               BLOCK_C: tl.constexpr, ALIGN: tl.constexpr):
-    """dst[r, c] = src[r, c] for tiles first, first + step, ... of BLOCK_R x BLOCK_C (the notebook's
-    copy_rows_kernel, in a loop). ALIGN divides C and both strides; the rounding lets the compiler prove it."""
+def copy_chunk(src_ptr, dst_ptr, j, r0, r1, C, stride_src, stride_dst, x, STORE: tl.constexpr, CR: tl.constexpr,
+               CW: tl.constexpr, ALIGN: tl.constexpr):
+    """Chunk j of rows r0 ... r1 - 1 (CR rows x CW columns, row blocks outer): STORE False loads it and returns
+    it (masked: nothing past the share, nothing if j is past the last chunk); STORE True stores x there."""
     C = C // ALIGN * ALIGN
     stride_src = stride_src // ALIGN * ALIGN
     stride_dst = stride_dst // ALIGN * ALIGN
-    tiles_c = tl.cdiv(C, BLOCK_C)
-    for t in range(first, tl.cdiv(R, BLOCK_R) * tiles_c, step):
-        r = ((t // tiles_c) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)[:, None]
-        c = (t % tiles_c) * BLOCK_C + tl.arange(0, BLOCK_C)[None, :]
-        ok = (r < R) & (c < C)
-        tl.store(dst_ptr + r * stride_dst + c, tl.load(src_ptr + r * stride_src + c, mask=ok), mask=ok)
+    per_row_block = tl.cdiv(C, CW)
+    r = (r0 + (j // per_row_block) * CR + tl.arange(0, CR)).to(tl.int64)[:, None]
+    c = (j % per_row_block) * CW + tl.arange(0, CW)[None, :]
+    ok = (r < r1) & (c < C)
+    if STORE:
+        tl.store(dst_ptr + r * stride_dst + c, x, mask=ok)
+        return x
+    else:
+        return tl.load(src_ptr + r * stride_src + c, mask=ok)
+
+
+@triton.jit
+def copy_share(src_ptr, dst_ptr, R, C, stride_src, stride_dst, first, step, BLOCK_R: tl.constexpr,
+               BLOCK_C: tl.constexpr, ALIGN: tl.constexpr):
+    """dst[r, c] = src[r, c] for tiles first, first + step, ... of BLOCK_R x BLOCK_C over all of src's rows (the
+    notebook's copy_rows_kernel, in a loop): copy_chunk's chunks of rows 0 ... R - 1."""
+    for t in range(first, tl.cdiv(R, BLOCK_R) * tl.cdiv(C // ALIGN * ALIGN, BLOCK_C), step):
+        x = copy_chunk(src_ptr, dst_ptr, t, 0, R, C, stride_src, stride_dst, 0, False, BLOCK_R, BLOCK_C, ALIGN)
+        copy_chunk(src_ptr, dst_ptr, t, 0, R, C, stride_src, stride_dst, x, True, BLOCK_R, BLOCK_C, ALIGN)
+
+
+@triton.jit
+def count_done(count_ptr, pid, FENCE: tl.constexpr):
+    """This program's stores are done (every thread's, then a proxy fence): one more in the count (release)."""
+    proxy_fence(pid, FENCE)
+    tl.debug_barrier()
+    tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
+
+
+@triton.jit
+def wait_for_count(count_ptr, target, pid, PROGRAMS: tl.constexpr, FENCE: tl.constexpr):
+    """Wait until the count reaches ``target`` (acquire; a proxy fence, so that the copy engine sees what the
+    counted programs stored); the last of the PROGRAMS programs past the wait sets the count (and the tally of
+    programs past it, count_ptr + 1) back to zero for the next call."""
+    while tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu") < target:
+        pass
+    proxy_fence(pid, FENCE)
+    if tl.atomic_add(count_ptr + 1, 1, sem="acq_rel", scope="gpu") == PROGRAMS - 1:
+        tl.atomic_xchg(count_ptr, 0)
+        tl.atomic_xchg(count_ptr + 1, 0)
 
 
 @triton.jit
@@ -120,9 +154,7 @@ def copy_beside_tail_kernel(a_desc, b_desc, bs_desc, c_desc, partial_ptr, src_pt
     k_steps = tl.cdiv(K, BLOCK_K)
     if pid < COPIERS:
         copy_share(src_ptr, dst_ptr, R, C, stride_src, stride_dst, pid, COPIERS, COPY_R, COPY_C, ALIGN)
-        proxy_fence(pid, FENCE)
-        tl.debug_barrier()   # every thread's share is written before the count goes up
-        tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
+        count_done(count_ptr, pid, FENCE)
     else:
         tile_elems: tl.constexpr = BLOCK_M * BLOCK_N
         rows = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N
@@ -133,33 +165,9 @@ def copy_beside_tail_kernel(a_desc, b_desc, bs_desc, c_desc, partial_ptr, src_pt
                                   piece * k_steps // split, (piece + 1) * k_steps // split, BLOCK_M, BLOCK_N,
                                   0, BLOCK_K, B_T)
             tl.store(partial_ptr + unit * tile_elems + rows + tl.arange(0, BLOCK_N)[None, :], acc)
-    while tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu") < COPIERS:
-        pass
-    proxy_fence(pid, FENCE)
-    if tl.atomic_add(count_ptr + 1, 1, sem="acq_rel", scope="gpu") == PROGRAMS - 1:
-        tl.atomic_xchg(count_ptr, 0)       # every program is past the wait: ready for the next call
-        tl.atomic_xchg(count_ptr + 1, 0)
+    wait_for_count(count_ptr, COPIERS, pid, PROGRAMS, FENCE)
     full_wave_tiles(a_desc, b_desc, c_desc, pid, full_tiles, tiles_m, tiles_n, k_steps, BLOCK_M, BLOCK_N, BLOCK_K,
                     GROUP_M, B_T, PROGRAMS, HALVES)
-
-
-@triton.jit
-def copy_chunk(src_ptr, dst_ptr, j, r0, r1, C, stride_src, stride_dst, x, STORE: tl.constexpr, CR: tl.constexpr,
-               CW: tl.constexpr, ALIGN: tl.constexpr):
-    """Chunk j of rows r0 ... r1 - 1 (CR rows x CW columns, row blocks outer): STORE False loads it and returns
-    it (masked: nothing past the share, nothing if j is past the last chunk); STORE True stores x there."""
-    C = C // ALIGN * ALIGN
-    stride_src = stride_src // ALIGN * ALIGN
-    stride_dst = stride_dst // ALIGN * ALIGN
-    per_row_block = tl.cdiv(C, CW)
-    r = (r0 + (j // per_row_block) * CR + tl.arange(0, CR)).to(tl.int64)[:, None]
-    c = (j % per_row_block) * CW + tl.arange(0, CW)[None, :]
-    ok = (r < r1) & (c < C)
-    if STORE:
-        tl.store(dst_ptr + r * stride_dst + c, x, mask=ok)
-        return x
-    else:
-        return tl.load(src_ptr + r * stride_src + c, mask=ok)
 
 
 @triton.jit
@@ -237,15 +245,8 @@ def overlap_kernel(a_desc, b_desc, bs_desc, c_desc, c_ptr, stride_cm, partial_pt
                 x = copy_chunk(src_ptr, dst_ptr, jj, r0, r1, C, stride_src, stride_dst, 0, False, CR, CW, ALIGN)
                 copy_chunk(src_ptr, dst_ptr, jj, r0, r1, C, stride_src, stride_dst, x, True, CR, CW, ALIGN)
     if PHASE == 0:
-        proxy_fence(pid, FENCE)
-        tl.debug_barrier()   # every thread's stores are done before the count goes up
-        tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
-        while tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu") < PROGRAMS:
-            pass
-        proxy_fence(pid, FENCE)
-        if tl.atomic_add(count_ptr + 1, 1, sem="acq_rel", scope="gpu") == PROGRAMS - 1:
-            tl.atomic_xchg(count_ptr, 0)       # every program is past the wait: ready for the next call
-            tl.atomic_xchg(count_ptr + 1, 0)
+        count_done(count_ptr, pid, FENCE)
+        wait_for_count(count_ptr, PROGRAMS, pid, PROGRAMS, FENCE)
     if PHASE != 1:
         add_share(partial_ptr, c_ptr, M, N, stride_cm, full_tiles, pid, PROGRAMS, tail, SPLIT, BLOCK_M, BLOCK_N,
                   GROUP_M, ROWS, SUB_N)

@@ -55,6 +55,25 @@ def cubin_usage(cubin: bytes) -> tuple[int | None, int | None]:
     return regs, stack
 
 
+def gluon_sm90_usage(kernel, args: list, meta: dict) -> dict:
+    """Compile a Gluon kernel for sm_90 here, GPU or not: ``{"regs", "stack", "shared_bytes"}`` (registers per
+    thread, spill stack bytes, shared memory). ``args``: its run-time arguments in order, each a value Triton can
+    type (a host tensor descriptor) or a type name ("i32", "*fp16"); ``meta``: its constexprs, num_warps among
+    them."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    names = list(kernel.arg_names)
+    signature = dict(zip(names, [a if isinstance(a, str) else mangle_type(a) for a in args]))
+    signature.update({k: "constexpr" for k in meta})
+    src = GluonASTSource(kernel, signature, {(names.index(k),): v for k, v in meta.items()})
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": meta["num_warps"]})
+    regs, stack = cubin_usage(compiled.asm["cubin"])
+    return {"regs": regs, "stack": stack, "shared_bytes": int(compiled.metadata.shared)}
+
+
 def shown_path(path: Path) -> str:
     """``path`` relative to the repository when it is inside it (as a command would name it)."""
     path = Path(path).resolve()
