@@ -605,6 +605,49 @@ def test_the_launcher_takes_the_tile_whose_last_wave_is_fullest(ns):
     assert ns["choose_tile"](a, b, both)["EXTRA_N"] == 16 and ns["choose_tile"](a, b, both[:1])["EXTRA_N"] == 0
 
 
+def test_the_gluon_kernel_takes_the_products_whose_192_by_192_tiles_fill_the_waves_better(ns):
+    """gluon_fills_better at 132 SMs: 3000^3 (256 tiles of 192 x 192, two waves 97% full, against 288 of 128 x 256
+    filling three to 73%) and 3001 x 2999 go to the Gluon kernel; the other shapes of issue 15's sweep (equal fills,
+    or under half a wave) do not, as the recorded sweep's reference did; nor does anything here, where there is no
+    GPU (gluon_pays)."""
+    tile = ns["GPU_TMA_TILES"]["128x256x64 s3w8"]
+    fills = ns["gluon_fills_better"]
+    assert ns["GLUON_TILE"]["BLOCK_M"] == ns["GLUON_TILE"]["BLOCK_N"] + ns["GLUON_TILE"]["EXTRA_N"] == 192
+    assert ns["gluon_tiles"](3000, 3000) == 256 and fills(3000, 3000, tile, 132) and fills(3001, 2999, tile, 132)
+    assert not fills(3000, 3000, tile, 600)           # 256 tiles would leave over half of 600 SMs idle
+    sweep = json.loads((ROOT / "results" / "07_matmul_relu_sweep.json").read_text())
+    for row in sweep["shapes"]:
+        assert fills(row["m"], row["n"], tile, 132) is (row["reference_path"] == "gluon 192x192"), row["name"]
+    a, b = make(3000, 3000, 64)
+    assert ns["gluon_pays"](a, b, tile) is False
+
+
+def test_the_launcher_keys_a_graded_calls_record_apart(ns):
+    """While the grader records a graded call (its re-run rebuilds Triton kernels from source), the launcher keeps
+    that call's launch under its own key, so that a Gluon launch chosen outside the record is never reused inside
+    it; the Triton launch there computes the same product."""
+    from triton_course.integrity import KernelLaunches
+    from triton_course.relaunch import LaunchRecord
+
+    launches = ns["LAUNCHES"]
+    launches.clear()
+    a, b = make(48, 40, 32)
+    outside = ns["matmul_relu"](a, b)
+    with KernelLaunches(record=LaunchRecord([])):
+        inside = ns["matmul_relu"](a, b)
+    assert sorted(key[-1] for key in launches) == [False, True]
+    assert torch.equal(outside, inside)
+
+
+def test_the_autotuner_times_each_config_from_cuda_graph_replays(ns):
+    """The notebook's autotuner is given kernel_time as its timer (do_bench_cudagraph: the kernel alone, without
+    Python's launch cost: results/07_matmul_relu_tuning.json)."""
+    import inspect
+
+    assert ns["matmul_relu_tuned"].do_bench is ns["kernel_time"]
+    assert "do_bench_cudagraph" in inspect.getsource(ns["kernel_time"])
+
+
 @pytest.mark.parametrize("shape, tile, full, split", [
     ((3000, 3000, 3000, False), "128x256x64 s4w8 h", 264, 5),      # 288 tiles: 2 waves + 24, cut in 5 along K
     ((3000, 3000, 3000, True), "128x256x64 s4w8 h", 264, 5),
@@ -1029,6 +1072,24 @@ def test_the_overlap_probe_is_correct_under_the_interpreter(tmp_path):
                     "small B^T copy in the pieces' loop"):
         assert variant in proc.stdout, variant
     assert proc.stdout.count(" correct (max error") == 8 and "WRONG" not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_the_notebooks_gluon_kernel_compiles_for_hopper_without_spilling():
+    """`results/sweeps/matmul_gluon_square.py --dry-run` (no GPU, no interpreter): the solution notebook's
+    matmul_relu_gluon_kernel (tiles of 192 x 192: three warpgroups and a loader warp) compiles for sm_90 at four,
+    three and two stages and with b = w.t(), with no spill stack and within the 227 KB of shared memory a program
+    may have; four stages take over 200 KB of it."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "matmul_gluon_square.py"), "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    reports = {r["launch"]: r for r in (ast.literal_eval(line) for line in proc.stdout.splitlines()
+                                        if line.startswith("{'launch'"))}
+    assert list(reports) == ["192x192 s4", "192x192 s3", "192x192 s2", "192x192 s4 B^T"], proc.stdout[-2000:]
+    for r in reports.values():
+        assert r["stack"] == 0 and r["shared_bytes"] <= 227 * 1024, r
+    assert reports["192x192 s4"]["shared_bytes"] > 200 * 1024
 
 
 def test_the_gluon_probe_compiles_for_hopper_without_spilling():

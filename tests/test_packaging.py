@@ -3,6 +3,7 @@ wheels build, install and work as a new student or instructor meets them (nothin
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -560,9 +561,10 @@ def test_a_grader_that_still_imports_utils_is_refused_by_name(tmp_path):
 def test_range_check_chapter_09s_gluon_path_compiles_for_hopper_where_gluon_takes_its_form():
     """Chapter 09's reference takes a kernel written in Gluon on Hopper at D = 128 (its appendix). With every Triton
     the range holds, either that kernel compiles for sm_90 here, with no GPU, without spilling and within the H200's
-    227 KB of shared memory (Triton 3.6 on, where ``gl.warp_specialize`` takes (function, arguments) pairs and the
-    notebook's ``gluon_ready`` says so), or the notebook turns the path off and says why (Triton 3.5): the probe
-    ``results/sweeps/attention_gluon.py --dry-run`` reads the kernel from the solution notebook and compiles it."""
+    227 KB of shared memory (Triton 3.6 on, where ``gl.warp_specialize`` takes (function, arguments) pairs and
+    ``triton_course.versions.gluon_ready`` says so), or the notebook turns the path off and says why (Triton 3.5):
+    the probe ``results/sweeps/attention_gluon.py --dry-run`` reads the kernel from the solution notebook and
+    compiles it."""
     import triton
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -578,3 +580,28 @@ def test_range_check_chapter_09s_gluon_path_compiles_for_hopper_where_gluon_take
     assert [r["causal"] for r in reports] == [False, True], reports
     for r in reports:
         assert r["stack"] == 0 and r["regs"] and 100_000 < r["shared_bytes"] <= 227 * 1024, r
+
+
+def test_range_check_chapter_07s_gluon_path_compiles_for_hopper_where_gluon_takes_its_form():
+    """Chapter 07's reference takes a kernel written in Gluon on Hopper where 192 x 192 tiles fill the waves best
+    (3000^3; its appendix). With every Triton the range holds, either that kernel compiles for sm_90 here, with no
+    GPU, without spilling and within 227 KB of shared memory, both layouts of b (Triton 3.6 on), or the notebook
+    turns the path off and says why (Triton 3.5): ``results/sweeps/matmul_gluon_square.py --dry-run`` reads the
+    kernel from the solution notebook and compiles it. ``gluon_ready`` says which, by Gluon's form, not by number."""
+    import triton
+
+    from triton_course.versions import gluon_ready
+
+    assert gluon_ready() is (version_tuple(triton.__version__) >= (3, 6))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "matmul_gluon_square.py"), "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    if version_tuple(triton.__version__) < (3, 6):
+        assert proc.returncode != 0 and "Gluon is not here in the form chapter 07 needs" in proc.stderr, proc.stderr
+        return
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    reports = [ast.literal_eval(line) for line in proc.stdout.splitlines() if line.startswith("{'launch'")]
+    assert [r["launch"] for r in reports] == ["192x192 s4", "192x192 s3", "192x192 s2", "192x192 s4 B^T"], reports
+    for r in reports:
+        assert r["stack"] == 0 and r["regs"] and r["shared_bytes"] <= 227 * 1024, r

@@ -154,9 +154,17 @@ def test_the_rmsnorm_size_limits_every_copy_as_the_chapter_says():
 
 
 def test_matmul_relu_reaches_its_share_of_torch():
+    """results/07_matmul_relu.json: 95% of torch at 1024^3, 3000^3 (the Gluon kernel) and 4096^3, every target
+    held; the appendix quotes its host times at 3000^3."""
     r = _result("07_matmul_relu")
-    ratios = {row["m"]: row["ratio_autotuned_to_torch"] for row in r["sizes"] if row["m"] == row["n"] == row["k"]}
-    assert ratios[4096] >= 0.9 and ratios[1024] >= 0.8, ratios
+    rows = {row["m"]: row for row in r["sizes"] if row["m"] == row["n"] == row["k"]}
+    ratios = {m: row["ratio_autotuned_to_torch"] for m, row in rows.items()}
+    assert ratios[4096] >= 0.95 and ratios[3000] >= 0.95 and ratios[1024] >= 0.95 and r["targets_hold"], ratios
+    assert rows[3000]["reference_config"]["kernel"] == "matmul_relu_gluon_kernel"
+    host = rows[3000]["host_us_per_call"]
+    gpu_us = 2 * 3000**3 / rows[3000]["tflops"]["triton_autotuned"] / 1e6
+    assert (f"took {host['triton_autotuned']:.0f} µs of Python per call, twice the {gpu_us:.0f} µs the GPU spends "
+            f"on them, against torch's {host['torch_relu_matmul']:.0f}") in _solution_text("07_matmul_relu")
 
 
 def test_matmul_relu_at_1024_stays_on_the_exercise_kernel_and_its_host_time_within_2x_of_torch():
@@ -199,15 +207,19 @@ def test_odd_sizes_copy_their_rows_and_outrun_cublas_as_chapter_07_says():
         if row["name"] == "1001^3":
             assert plan["kernel"] == "matmul_relu_kernel"
             continue
-        assert plan["kernel"] == "matmul_relu_tma_kernel", row["name"]
+        gluon = row["name"].startswith("3001x2999x3007")   # 192 x 192 tiles fill two waves there (gluon_pays)
+        assert plan["kernel"] == ("matmul_relu_gluon_kernel" if gluon else "matmul_relu_tma_kernel"), row["name"]
         assert plan["realign_a"] is (row["k"] % 8 != 0) and plan["pad_c"] is (row["n"] % 8 != 0), row["name"]
         assert row["ratio_to_torch"]["reference"] >= 1.5, row["name"]
         assert row["tflops"]["reference"] >= 1.5 * row["tflops"]["exercise kernel (before)"], row["name"]
     odd = next(row for row in _result("07_matmul_relu")["sizes"]
                if (row["m"], row["n"], row["k"]) == (3001, 2999, 3007))
-    assert odd["reference_config"]["kernel"] == "matmul_relu_tma_kernel" and odd["ratio_autotuned_to_torch"] >= 1.5
+    assert odd["reference_config"]["kernel"] == "matmul_relu_gluon_kernel" and odd["ratio_autotuned_to_torch"] >= 1.5
+    ratios = [row["ratio_to_torch"]["reference"] for row in r["rows"] if row["name"] != "1001^3"]
+    speeds = [row["tflops"]["reference"] for row in r["rows"] if row["name"] != "1001^3"]
     text = _solution_text("07_matmul_relu")
-    assert "results/07_matmul_relu_odd_sizes.json" in text and "2.6-4.9x as fast as cuBLAS" in text
+    assert "results/07_matmul_relu_odd_sizes.json" in text
+    assert f"{_span(ratios, 1)}x as fast as cuBLAS, {min(speeds):.0f}-{max(speeds):.0f} TFLOP/s" in text
 
 
 def test_misaligned_rows_are_copied_by_loads_that_stay_16_bytes_wide_as_chapter_07_says():
@@ -244,19 +256,36 @@ def test_the_realigning_copy_is_a_kernel_at_twice_the_speed_of_torchs_strided_co
         assert g["realigned (notebook)"] >= g["contiguous clone"], row
 
 
-def test_matmul_sweep_keeps_up_with_cublas_except_near_3000_cubed():
-    """With b copied onto 128-byte rows by a kernel and the last wave's pieces added up by a kernel of their own:
-    95% of torch's relu(a @ b) or more at every shape of the sweep but 3000^3 (either layout of b), which is at
-    85% or more, and both kernels are in the profile."""
+def test_matmul_sweep_keeps_up_with_cublas_at_every_shape():
+    """Issue 15's sweep: the reference at 95% of torch's relu(a @ b) or more at every shape, in both dtypes and both
+    layouts of b, every variant correct; 3000^3 (and only it, of the sweep) on the Gluon kernel of 192 x 192 tiles,
+    whose profile shows it beside the copy of b; host time at 1024^3 within 2x of torch's."""
     r = _result("07_matmul_relu_sweep")
+    assert r["command"] == "python results/sweeps/matmul_sweep.py" and "H200" in r["device"]
+    assert len(r["shapes"]) == 16
+    for row in r["shapes"]:
+        ratio = row["tflops"]["reference"] / row["tflops"]["torch"]
+        assert ratio >= 0.95, (row["name"], row["dtype"], ratio)
+        assert (row["reference_path"] == "gluon 192x192") is row["name"].startswith("3000^3"), row["name"]
+    assert r["verdict"]["reference_at_least_95pct_of_torch_everywhere"] and r["verdict"]["below_95pct"] == []
+    assert r["verdict"]["every_variant_correct"]
+    listing = next(p for p in r["profile"] if p["what"] == "reference matmul_relu, 3000^3 float16")
+    assert {k["name"] for k in listing["kernels"]} == {"matmul_relu_gluon_kernel", "copy_rows_kernel"}, listing
+    assert r["host"]["host_ratio_reference_to_torch"] <= 2
+
+
+def test_the_sweep_before_the_gluon_kernel_kept_3000_cubed_under_95pct():
+    """results/07_matmul_relu_sweep_tl_tiles.json, the sweep the appendix quotes for the Triton tiles at 3000^3:
+    there (and only there) the reference stayed under 95% of torch, at 85% or more, with the copy of b and the
+    last wave's pieces added up by their own kernel in its profile."""
+    r = _result("07_matmul_relu_sweep_tl_tiles")
+    assert r["command"] == "python results/sweeps/matmul_sweep.py" and "bcb7949" in r["note"]
     for row in r["shapes"]:
         ratio = row["tflops"]["reference"] / row["tflops"]["torch"]
         assert ratio >= (0.85 if row["name"].startswith("3000^3") else 0.95), (row["name"], row["dtype"], ratio)
-    assert r["verdict"]["every_variant_correct"]
-    assert all(entry.startswith("3000^3") for entry in r["verdict"]["below_95pct"]), r["verdict"]
+    assert r["verdict"]["below_95pct"] and all(e.startswith("3000^3") for e in r["verdict"]["below_95pct"])
     assert any("copy_rows_kernel" in str(listing) for listing in r["profile"]), r["profile"]
     assert any("add_pieces_kernel" in str(listing) for listing in r["profile"]), r["profile"]
-    assert r["host"]["host_ratio_reference_to_torch"] <= 2
 
 
 def test_the_autotuner_no_longer_times_tiles_that_leave_most_sms_idle():
@@ -285,7 +314,7 @@ def test_adding_the_pieces_up_with_unrolled_loads_halves_its_time():
     def ratio(r):
         return next(row["ratio_reference_to_torch"] for row in r["shapes"]
                     if row["name"] == "3000^3" and row["dtype"] == "float16")
-    loop, now = _result("07_matmul_relu_sweep_add_loop"), _result("07_matmul_relu_sweep")
+    loop, now = _result("07_matmul_relu_sweep_add_loop"), _result("07_matmul_relu_sweep_tl_tiles")
     assert add_us(now) <= 2 / 3 * add_us(loop)
     assert ratio(now) >= ratio(loop) + 0.02
 
@@ -406,6 +435,83 @@ def test_gluon_tiles_of_192_by_128_pass_cublas_only_on_aligned_rows_as_chapter_0
                    f"{us['timing only: copy of b']:.1f} µs", f"runs at {_span(inside, 2)}; storing `c` from registers",
                    f"cross a 128-byte line): {_span(narrow, 2)}, and {narrow_aligned:.2f} even on 128-byte rows",
                    "results/07_matmul_relu_gluon_focus.json"):
+        assert quoted in text, quoted
+
+
+def test_gluon_tiles_of_192_by_192_reach_cublas_at_3000_cubed_as_chapter_07_says():
+    """results/07_matmul_relu_gluon_square.json: the notebook's Gluon kernel compiles for sm_90 without spilling
+    within 227 KB at every depth and layout timed, and is correct everywhere; at 3000^3 (float16, bfloat16,
+    b = w.t()) the reference, which takes it, reaches 95% of torch; the ring's depth decides (two slots < three <
+    four, b copied), the copy of b pays, the kernel alone on 128-byte rows beats torch by over 10%; at 4096^3 and
+    4000 x 3000 x 5000, whose waves 192 x 192 tiles fill no better, the reference (the Triton kernel) beats every
+    launch of it. Chapter 07 quotes these figures, and the sweep's and its profile's."""
+    r = _result("07_matmul_relu_gluon_square")
+    assert r["command"] == "python results/sweeps/matmul_gluon_square.py" and "H200" in r["device"]
+    assert [c["launch"] for c in r["compile"]] == ["192x192 s4", "192x192 s3", "192x192 s2", "192x192 s4 B^T"]
+    assert all(c["stack"] == 0 and c["shared_bytes"] <= 227 * 1024 for c in r["compile"]), r["compile"]
+    assert all(c["correct"] for case in r["cases"] for c in case["checks"].values())
+    us = {case["case"]: {n: row["us"] for n, row in case["rows"].items()} for case in r["cases"]}
+    alone = []
+    for name in ("3000^3", "3000^3 bf16", "3000^3 B^T"):
+        t = us[name]
+        assert t["torch"] / t["reference"] >= 0.95, name
+        assert t["gluon 192x192 s4, GROUP_M 8, b copied"] < t["gluon 192x192 s4, GROUP_M 8, b as given"], name
+        alone.append(t["torch"] / t["timing only: 192x192 s4 alone, ab on 128-byte rows"])
+    assert min(alone) >= 1.1
+    cube = us["3000^3"]
+    depth = [cube["torch"] / cube[f"gluon 192x192 s{s}, GROUP_M 8, b copied"] for s in (2, 3, 4)]
+    assert depth[0] < depth[1] < depth[2], depth
+    as_given = cube["torch"] / cube["gluon 192x192 s4, GROUP_M 8, b as given"]
+    elsewhere = {}
+    for name in ("4096^3", "4000x3000x5000"):
+        t = us[name]
+        launches = [t["torch"] / v for n, v in t.items() if n.startswith("gluon")]
+        assert max(launches) < t["torch"] / t["reference"], name
+        elsewhere[name] = (launches, t["torch"] / t["reference"])
+    sweep = _result("07_matmul_relu_sweep")
+    cubes = [row["ratio_reference_to_torch"] for row in sweep["shapes"] if row["name"].startswith("3000^3")]
+    lowest = min(row["ratio_reference_to_torch"] for row in sweep["shapes"])
+    listing = next(p for p in sweep["profile"] if p["what"] == "reference matmul_relu, 3000^3 float16")["kernels"]
+    cublas = next(p for p in sweep["profile"] if p["what"] == "torch relu(a @ b), 3000^3 float16")["kernels"]
+    kernel_us = {k["name"]: k["us_per_call"] for k in listing}
+    text = _solution_text("07_matmul_relu")
+    big, wide = elsewhere["4096^3"], elsewhere["4000x3000x5000"]
+    for quoted in (f"two slots of 48 KB reached {depth[0]:.2f} of cuBLAS at 3000³, three {depth[1]:.2f}, four "
+                   f"{depth[2]:.2f}", f"Without the copy of `b` the kernel reaches {as_given:.2f}",
+                   f"on operands already on 128-byte rows, {_span(alone, 2)}",
+                   f"at 4096³ the Gluon kernel reaches {_span(big[0], 2)} against its {big[1]:.2f}, at 4000 x 3000 x "
+                   f"5000 {_span(wide[0], 2)} against {wide[1]:.2f}",
+                   f"now at {_span(cubes, 2)} of cuBLAS, with every shape of the sweep at {lowest:.2f} or more",
+                   f"`matmul_relu_gluon_kernel` {kernel_us['matmul_relu_gluon_kernel']:.1f} µs and the copy of `b` "
+                   f"{kernel_us['copy_rows_kernel']:.1f}, against cuBLAS's kernel, {cublas[0]['us_per_call']:.1f}, "
+                   f"and its ReLU, {cublas[1]['us_per_call']:.1f}", "results/07_matmul_relu_gluon_square.json"):
+        assert quoted in text, quoted
+
+
+def test_the_autotuner_times_kernels_from_cuda_graphs_as_chapter_07_says():
+    """results/07_matmul_relu_tuning.json: at 1024^3, Triton's default timer (launches from Python between CUDA
+    events) put every config slower than the slowest that CUDA-graph replays timed (the host's pace got in), and
+    every pick with the notebook's kernel_time runs at 95% of torch or more; one sweep with the default timer
+    picked a config at under 80% (results/07_matmul_relu_sweep_triton_timer.json) where the current sweep's
+    1024^3 rows are at 95% or more. Chapter 07 quotes the figures."""
+    r = _result("07_matmul_relu_tuning")
+    assert r["command"] == "python results/sweeps/matmul_tuning.py" and "H200" in r["device"]
+    default, graphs = (r["tunings"][t] for t in ("triton's do_bench", "kernel_time (CUDA graphs)"))
+    assert len(default) == len(graphs) == 3
+    timed_default = [t for run in default for d in run.values() for t in d["timed_us"].values()]
+    timed_graphs = [t for run in graphs for d in run.values() for t in d["timed_us"].values()]
+    assert min(timed_default) > max(timed_graphs)
+    picks_default = [d["ratio_pick_to_torch"] for run in default for d in run.values()]
+    picks_graphs = [d["ratio_pick_to_torch"] for run in graphs for d in run.values()]
+    assert min(picks_graphs) >= 0.95
+    before = _result("07_matmul_relu_sweep_triton_timer")
+    bad = next(row for row in before["shapes"] if row["name"] == "1024^3" and row["dtype"] == "bfloat16")
+    assert bad["ratio_reference_to_torch"] < 0.8 and "do_bench" in before["note"]
+    text = _solution_text("07_matmul_relu")
+    for quoted in (f"that replay in {_span(timed_graphs, 1)} µs at {min(timed_default):.0f}-{max(timed_default):.0f} "
+                   f"µs", f"ran at {bad['ratio_reference_to_torch']:.2f} of torch's speed",
+                   f"`kernel_time`'s picks ran at {_span(picks_graphs, 2)} of torch, the default timer's at "
+                   f"{_span(picks_default, 2)}", "results/07_matmul_relu_tuning.json"):
         assert quoted in text, quoted
 
 

@@ -204,3 +204,15 @@ def skip_discarded_overflow_checks() -> bool:
         return False
     builder.options = dataclasses.replace(options, sanitize_overflow=False)
     return True
+
+
+def gluon_ready() -> bool:
+    """Triton ships Gluon, its lower-level language, in the form the reference's Hopper paths in Gluon are written
+    for (chapters 07 and 09; Triton 3.6 and later: ``gl.warp_specialize`` takes a list of (function, arguments)
+    pairs). False with Triton 3.5, whose Gluon takes them otherwise, and where Gluon is missing."""
+    try:
+        from triton.experimental.gluon import language as gl
+        from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma  # noqa: F401
+    except ImportError:
+        return False
+    return next(iter(inspect.signature(gl.warp_specialize).parameters)) == "functions_and_args"

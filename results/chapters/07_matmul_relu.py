@@ -46,7 +46,9 @@ def launch_used(ns, m: int, n: int, k: int) -> dict:
     key (M, N, K, ...), value (grid, meta, Hopper state or None)), and which kernel they launch."""
     for key, (_, meta, state) in ns["LAUNCHES"].items():
         if key[:3] == (m, n, k):
-            return {**meta, "kernel": "matmul_relu_kernel" if state is None else "matmul_relu_tma_kernel"}
+            kernel = ("matmul_relu_kernel" if state is None else
+                      "matmul_relu_gluon_kernel" if state.get("gluon") else "matmul_relu_tma_kernel")
+            return {**meta, "kernel": kernel}
     raise KeyError(f"the launcher has not run {m}x{n}x{k}")
 
 

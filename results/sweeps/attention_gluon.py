@@ -20,12 +20,10 @@ bfloat16, causal or not.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +33,6 @@ sys.path.insert(0, str(ROOT / "results" / "sweeps"))
 import records  # noqa: E402
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 
 OUT = ROOT / "results" / "09_attention_gluon.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -51,24 +48,7 @@ LAUNCHES = {"notebook kernel k2v2": (128, 128, 2, 2, 1),
             "one program, barrier per block": (128, 128, 2, 3, None)}
 
 
-def notebook_gluon():
-    """The Gluon part of chapter 09's solution (from ``def gluon_ready`` to ``def gluon_path``) as a module:
-    the kernels exactly as the notebook defines them, importable without a GPU or the notebook's set-up."""
-    cells = json.loads((ROOT / "solutions" / "09_attention" / "09_attention.ipynb").read_text())["cells"]
-    source = next("".join(c["source"]) for c in cells if "def attention_gluon_kernel" in "".join(c["source"]))
-    block = source[source.index("def gluon_ready"):source.index("def gluon_path(")]
-    path = Path(tempfile.mkdtemp(prefix="chapter09_gluon_")) / "chapter09_gluon_path.py"   # one per process
-    path.write_text("import torch\nimport triton\n\n" + block)
-    spec = importlib.util.spec_from_file_location("chapter09_gluon_path", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    if not module.GLUON:
-        raise SystemExit(f"Gluon is not here in the form chapter 09 needs (triton {triton.__version__})")
-    return module
-
-
-NB = notebook_gluon()
+NB = records.notebook_gluon("09_attention", "attention_gluon_kernel", "def gluon_path(")
 gluon, gl, mbarrier, tma = NB.gluon, NB.gl, NB.mbarrier, NB.tma
 #: a barrier across the program's warps, named gl.thread_barrier in Triton 3.6 and gl.barrier later
 CTA_BARRIER = getattr(gl, "thread_barrier", None) or gl.barrier

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -484,9 +483,8 @@ def main() -> int:
         return 0
     from grader.course import solution_notebook
     from grader.notebook_code import load_namespace
-    from records import provenance
-    from triton_course.bench import steady_rounds
-    from triton_course.matmul import matmul_flops, tflops, tolerance
+    from records import check_products, provenance, timed_rows
+    from triton_course.matmul import matmul_flops
 
     ns = load_namespace(solution_notebook("07_matmul_relu"))
     command = "python results/sweeps/matmul_gluon.py" + (" --focus" if args.focus else "")
@@ -560,28 +558,10 @@ def main() -> int:
             fns[f"timing only: gluon {g} alone, ab on 128-byte rows, beside a copy of a on a second stream"] = (
                 beside_a_copy)
         a, b = make()
-        want = torch.relu(a.double() @ b.double())
-        atol, rtol = tolerance(dtype)
-        checks = {}
-        for name, fn in fns.items():
-            if name.startswith("timing only: copy"):
-                checks[name] = {"correct": True, "note": "not a product: timed only"}
-                continue
-            for _ in range(3 if "copied inside" in name else 1):   # its counts must be back at zero
-                torch.full((m * n,), float("nan"), device="cuda", dtype=dtype)
-                got = fn(a, b).double()
-            good = bool(((got - want).abs() <= atol + rtol * want.abs()).all())
-            checks[name] = {"max_abs_error": round(float((got - want).abs().max()), 4), "correct": good}
-            print(label, name, "correct" if good else "WRONG", checks[name]["max_abs_error"], flush=True)
-            ok &= good
-        fns = {name: fn for name, fn in fns.items() if checks[name]["correct"]}
-        times = steady_rounds(fns, make)
-        flops = matmul_flops(m, n, k)
-        rows = {name: {"us": round(statistics.median(t) * 1e3, 2),
-                       "tflops": round(tflops(flops, statistics.median(t)), 1)} for name, t in times.items()}
-        for name, row in rows.items():
-            row["ratio_to_torch"] = round(row["tflops"] / rows["torch"]["tflops"], 3)
-            print(f"{label} {name:<48} {row['us']:>8.2f} us  {row['ratio_to_torch']:.3f} of torch", flush=True)
+        checks, good = check_products(fns, a, b, label, calls=lambda name: 3 if "copied inside" in name else 1)
+        ok &= good   # (the copying kernel's counts must be back at zero after every call)
+        rows = timed_rows({name: fn for name, fn in fns.items() if checks[name]["correct"]}, make,
+                          matmul_flops(m, n, k), label)
         record["cases"].append({"case": label, "shape": [m, n, k], "dtype": str(dtype).split(".")[-1],
                                 "checks": checks, "rows": rows})
     record["summary"] = summary(record["cases"])

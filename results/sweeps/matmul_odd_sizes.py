@@ -8,12 +8,13 @@ exercise's kernel that the reference ran there before.
         copies and the Hopper kernel called directly, since there the launcher keeps such rows on the exercise's
         kernel)
 
-The question. With K odd, a row of ``a`` is an odd number of 2-byte elements long, and every other row starts
-2 bytes past a 16-byte boundary; with N odd, so do the rows of ``b`` and ``c``. The copy engine (TMA) cannot read
-such rows, ``cp.async`` cannot copy 16 bytes at a time from them, and the exercise's kernel falls back to one
-element per load: about 100 TFLOP/s on an H200, where aligned sizes reach 600-760. cuBLAS falls off the same
-cliff. The reference now copies ``a`` and ``b`` onto 128-byte rows (``realigned``: 2·(M·K + K·N)·s bytes), runs its
-Hopper kernel, computes ``c`` in padded rows where N·s is not a multiple of 16, and copies it into ``c`` (2·M·N·s
+The question. With K odd, a row of ``a`` is an odd number of 2-byte elements long, and every other row starts 2
+bytes past a 16-byte boundary; with N odd, so do the rows of ``b`` and ``c``. The copy engine (TMA) cannot read such
+rows, ``cp.async`` cannot copy 16 bytes at a time from them, and the exercise's kernel falls back to one element per
+load: about 100 TFLOP/s on an H200, where aligned sizes reach 600-760. cuBLAS falls off the same cliff. The
+reference now copies ``a`` and ``b`` onto 128-byte rows (``realigned``: 2·(M·K + K·N)·s bytes), runs its Hopper
+kernel (``matmul_relu_tma_kernel``, or its Gluon kernel of 192 x 192 tiles where those fill the waves better:
+``gluon_pays``), computes ``c`` in padded rows where N·s is not a multiple of 16, and copies it into ``c`` (2·M·N·s
 bytes more). At each shape, side by side in ``triton_course.bench.steady_rounds`` (medians of interleaved rounds on
 fresh inputs): torch's relu(a @ b), the reference (the solution notebook's ``matmul_relu``), the exercise's kernel
 autotuned over the notebook's configs (what the reference ran at these sizes before), and the copies alone (the
@@ -105,7 +106,9 @@ def plan_of(ns, a, b) -> dict:
     _, meta, state = ns["LAUNCHES"][key]
     if state is None:
         return {"kernel": "matmul_relu_kernel", "tile": f"{meta['BLOCK_M']}x{meta['BLOCK_N']}x{meta['BLOCK_K']}"}
-    return {"kernel": "matmul_relu_tma_kernel", "tile": f"{meta['BLOCK_M']}x{meta['BLOCK_N']}x{meta['BLOCK_K']}",
+    kernel = "matmul_relu_gluon_kernel" if state.get("gluon") else "matmul_relu_tma_kernel"
+    width = meta["BLOCK_N"] + meta.get("EXTRA_N", 0)
+    return {"kernel": kernel, "tile": f"{meta['BLOCK_M']}x{width}x{meta['BLOCK_K']}",
             **{k: state[k] for k in ("realign_a", "realign_b", "pad_c", "split")}}
 
 

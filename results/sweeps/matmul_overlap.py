@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -50,8 +49,8 @@ import triton.language as tl  # noqa: E402
 
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
-from triton_course.matmul import matmul_flops, tflops, tolerance  # noqa: E402
-from records import provenance  # noqa: E402
+from triton_course.matmul import matmul_flops, tolerance  # noqa: E402
+from records import provenance, timed_rows  # noqa: E402
 
 OUT = ROOT / "results" / "07_matmul_relu_overlap.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -451,14 +450,7 @@ def main() -> int:
             ok &= v["correct"]
         if small:
             continue
-        from triton_course.bench import steady_rounds
-        times = steady_rounds(fns, lambda: make(*shape, dtype=dtype, b_t=b_t))
-        flops = matmul_flops(*shape)
-        rows = {name: {"us": round(statistics.median(t) * 1e3, 2),
-                       "tflops": round(tflops(flops, statistics.median(t)), 1)} for name, t in times.items()}
-        for name, row in rows.items():
-            row["ratio_to_torch"] = round(row["tflops"] / rows["torch"]["tflops"], 3)
-            print(f"{label} {name:<44} {row['us']:>8.2f} us  {row['ratio_to_torch']:.3f} of torch")
+        rows = timed_rows(fns, lambda: make(*shape, dtype=dtype, b_t=b_t), matmul_flops(*shape), label)
         record["cases"].append({"case": label, "shape": list(shape), "dtype": str(dtype).split(".")[-1],
                                 "transpose_b": b_t, "checks": checks, "rows": rows})
     if small:

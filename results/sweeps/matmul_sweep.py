@@ -191,7 +191,9 @@ def variants(ns: dict, a: torch.Tensor, b: torch.Tensor, *, dry: bool) -> dict[s
     if tma_fits(a, b):
         for c in TMA_CONFIGS:
             fns[cfg_name("tma", c)] = lambda x, y, c=c: tma_launch(x, y, c)
-    return {"fns": fns, "reference_config": _jsonable(ns["LAUNCHES"][key][1]), "aligned": aligned}
+    path = "pointer (tuned)" if state is None else "gluon 192x192" if state.get("gluon") else "tma"
+    return {"fns": fns, "reference_config": _jsonable(ns["LAUNCHES"][key][1]), "aligned": aligned,
+            "reference_path": path}
 
 
 def _jsonable(meta: dict) -> dict:
@@ -666,7 +668,8 @@ def run(ns: dict, out: Path, max_autotune: bool, do_precompile: bool, budget_s: 
             tf = {v: round(tflops(flops, statistics.median(t)), 1) for v, t in times.items()}
             triton_best = max((v for v in tf if v != "torch" and verdicts[v] == "correct"), key=tf.get)
             row = {"name": name, "m": m, "n": n, "k": k, "transpose_b": b_t, "dtype": str(dtype).replace("torch.", ""),
-                   "aligned": plan["aligned"], "reference_config": plan["reference_config"], "tflops": tf,
+                   "aligned": plan["aligned"], "reference_path": plan["reference_path"],
+                   "reference_config": plan["reference_config"], "tflops": tf,
                    "check": verdicts, "ratio_reference_to_torch": round(tf["reference"] / tf["torch"], 3),
                    "ratio_no_hints_to_torch": round(tf["no hints"] / tf["torch"], 3),
                    "fastest_triton": triton_best, "ratio_fastest_to_torch": round(tf[triton_best] / tf["torch"], 3),

@@ -10,13 +10,13 @@
 #%% matmul_relu from-solution
 #%%- replace
     if state is not None:
-        return tma_launch(a, b, c, grid, meta, state)
+        return (gluon_launch if state.get("gluon") else tma_launch)(a, b, c, grid, meta, state)
     matmul_relu_kernel[grid](a, b, c, M, N, K, sa[0], sa[1], sb[0], sb[1], N, 1, ALIGNED=aligned, **meta)
     return c
 #%%- with
     for _ in range(2):
         if state is not None:
-            tma_launch(a, b, c, grid, meta, state)
+            (gluon_launch if state.get("gluon") else tma_launch)(a, b, c, grid, meta, state)
         else:
             matmul_relu_kernel[grid](a, b, c, M, N, K, sa[0], sa[1], sb[0], sb[1], N, 1, ALIGNED=aligned, **meta)
     return c
