@@ -558,6 +558,27 @@ def test_a_grader_that_still_imports_utils_is_refused_by_name(tmp_path):
         packaging.stage_instructor(root, tmp_path / "stage")
 
 
+def _gluon_dry_run(chapter: str, script: str, *args: str) -> subprocess.CompletedProcess | None:
+    """``results/sweeps/<script> --dry-run`` (no GPU, no interpreter), which compiles a chapter's Gluon kernels from
+    its solution notebook for sm_90. None with a Triton whose Gluon is not in the form the notebooks need (3.5),
+    after checking that the probe refused, naming the chapter; otherwise its run, which succeeded."""
+    import triton
+
+    from triton_course.versions import gluon_ready
+
+    assert gluon_ready() is (version_tuple(triton.__version__) >= (3, 6))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / script), "--dry-run", *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+    if not gluon_ready():
+        assert proc.returncode != 0, proc.stdout[-2000:]
+        assert f"Gluon is not here in the form chapter {chapter} needs" in proc.stderr, proc.stderr
+        return None
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
 def test_range_check_chapter_09s_gluon_path_compiles_for_hopper_where_gluon_takes_its_form():
     """Chapter 09's reference takes a kernel written in Gluon on Hopper at D = 128 (its appendix). With every Triton
     the range holds, either that kernel compiles for sm_90 here, with no GPU, without spilling and within the H200's
@@ -565,17 +586,9 @@ def test_range_check_chapter_09s_gluon_path_compiles_for_hopper_where_gluon_take
     ``triton_course.versions.gluon_ready`` says so), or the notebook turns the path off and says why (Triton 3.5):
     the probe ``results/sweeps/attention_gluon.py --dry-run`` reads the kernel from the solution notebook and
     compiles it."""
-    import triton
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "attention_gluon.py"), "--dry-run",
-                           "--head-dims", "128", "--launches", "notebook kernel k2v2"],
-                          capture_output=True, text=True, env=env, timeout=600)
-    if version_tuple(triton.__version__) < (3, 6):
-        assert proc.returncode != 0 and "Gluon is not here in the form chapter 09 needs" in proc.stderr, proc.stderr
+    proc = _gluon_dry_run("09", "attention_gluon.py", "--head-dims", "128", "--launches", "notebook kernel k2v2")
+    if proc is None:
         return
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     reports = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert [r["causal"] for r in reports] == [False, True], reports
     for r in reports:
@@ -587,20 +600,10 @@ def test_range_check_chapter_07s_gluon_path_compiles_for_hopper_where_gluon_take
     (3000^3; its appendix). With every Triton the range holds, either that kernel compiles for sm_90 here, with no
     GPU, without spilling and within 227 KB of shared memory, both layouts of b (Triton 3.6 on), or the notebook
     turns the path off and says why (Triton 3.5): ``results/sweeps/matmul_gluon_square.py --dry-run`` reads the
-    kernel from the solution notebook and compiles it. ``gluon_ready`` says which, by Gluon's form, not by number."""
-    import triton
-
-    from triton_course.versions import gluon_ready
-
-    assert gluon_ready() is (version_tuple(triton.__version__) >= (3, 6))
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / "matmul_gluon_square.py"), "--dry-run"],
-                          capture_output=True, text=True, env=env, timeout=600)
-    if version_tuple(triton.__version__) < (3, 6):
-        assert proc.returncode != 0 and "Gluon is not here in the form chapter 07 needs" in proc.stderr, proc.stderr
+    kernel from the solution notebook and compiles it."""
+    proc = _gluon_dry_run("07", "matmul_gluon_square.py")
+    if proc is None:
         return
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     reports = [ast.literal_eval(line) for line in proc.stdout.splitlines() if line.startswith("{'launch'")]
     assert [r["launch"] for r in reports] == ["192x192 s4", "192x192 s3", "192x192 s2", "192x192 s4 B^T"], reports
     for r in reports:
