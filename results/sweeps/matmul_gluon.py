@@ -29,7 +29,6 @@ is counted complete, from b as given before), which waits for nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -483,7 +482,7 @@ def main() -> int:
         return 0
     from grader.course import solution_notebook
     from grader.notebook_code import load_namespace
-    from records import check_products, provenance, timed_rows
+    from records import check_products, provenance, timed_rows, write_with_summary
     from triton_course.matmul import matmul_flops
 
     ns = load_namespace(solution_notebook("07_matmul_relu"))
@@ -564,10 +563,7 @@ def main() -> int:
                           matmul_flops(m, n, k), label)
         record["cases"].append({"case": label, "shape": [m, n, k], "dtype": str(dtype).split(".")[-1],
                                 "checks": checks, "rows": rows})
-    record["summary"] = summary(record["cases"])
-    print("\n".join(record["summary"]))
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
-    print("wrote", args.out)
+    write_with_summary(record, summary(record["cases"]), args.out)
     return 0 if ok else 1
 
 

@@ -18,7 +18,6 @@ instead of 132, b as given or copied onto 128-byte rows, and the kernel alone on
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -139,10 +138,7 @@ def main() -> int:
                                   matmul_flops(m, n, k), label)
         record["cases"].append({"case": label, "shape": [m, n, k], "dtype": str(dtype).split(".")[-1],
                                 "b": "w.t()" if b_t else "row-major", "checks": checks, "rows": rows})
-    record["summary"] = summary(record["cases"])
-    print("\n".join(record["summary"]))
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
-    print("wrote", args.out)
+    records.write_with_summary(record, summary(record["cases"]), args.out)
     return 0 if ok else 1
 
 

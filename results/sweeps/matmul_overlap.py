@@ -34,7 +34,6 @@ there the probe runs one copier, and the copy-in-the-loop kernel as two launches
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -50,7 +49,7 @@ import triton.language as tl  # noqa: E402
 from grader.course import solution_notebook  # noqa: E402
 from grader.notebook_code import load_namespace  # noqa: E402
 from triton_course.matmul import matmul_flops, tolerance  # noqa: E402
-from records import provenance, timed_rows  # noqa: E402
+from records import provenance, timed_rows, write_with_summary  # noqa: E402
 
 OUT = ROOT / "results" / "07_matmul_relu_overlap.json"
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -455,10 +454,7 @@ def main() -> int:
                                 "transpose_b": b_t, "checks": checks, "rows": rows})
     if small:
         return 0 if ok else 1
-    record["summary"] = summary(record["cases"])
-    print("\n".join(record["summary"]))
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
-    print("wrote", args.out)
+    write_with_summary(record, summary(record["cases"]), args.out)
     return 0 if ok else 1
 
 

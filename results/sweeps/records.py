@@ -112,6 +112,17 @@ def timed_rows(fns: dict, make, flops: float, label: str) -> dict:
     return rows
 
 
+def write_with_summary(record: dict, lines: list[str], out: Path) -> None:
+    """Chapter 07's probes: ``lines`` printed and kept as the record's "summary", and the record written to ``out``
+    as JSON."""
+    import json
+
+    record["summary"] = lines
+    print("\n".join(lines))
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print("wrote", out)
+
+
 def cubin_usage(cubin: bytes) -> tuple[int | None, int | None]:
     """(registers per thread, spill stack bytes) of a compiled kernel, read by the cuobjdump that Triton ships;
     (None, None) where it does not ship one."""
