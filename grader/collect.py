@@ -38,14 +38,23 @@ notebook and contain cells of this assignment (by nbgrader grade id, cell id or 
 cells). Stripped metadata and deleted or edited test cells are reported; when one student has several
 notebooks, the one that validates is kept (the last one in the archive if several do) and the others
 are reported.
+
+Nothing is followed out of the archive or folder: an entry that is a symbolic link (in a zip, by the Unix
+mode in its ``external_attr``), a FIFO, a device or any other non-regular file, a file in a folder that
+is a hard link or sits under a linked folder, an entry whose name leaves the folder (``../``, an absolute
+path) and a file larger than :data:`grader.submitted_files.MAX_NOTEBOOK_BYTES` are refused unread and
+reported, and no report quotes a byte of a file that is not a notebook.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import zipfile
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -53,6 +62,7 @@ import nbformat
 
 from grader.course import student_notebook
 from grader.repair import repair_notebook
+from grader.submitted_files import MAX_NOTEBOOK_BYTES, Refused, kind_of, parse_notebook, read_regular_file
 
 _UNSAFE = re.compile(r"[^a-z0-9.-]")
 
@@ -162,11 +172,11 @@ def identity_of(folder: str, mapping: dict[str, dict] | None = None) -> Identity
 
 
 def validate(data: bytes, assignment: str) -> tuple[bool, list[str]]:
-    """(is a notebook of this assignment, problems found)."""
+    """(is a notebook of this assignment, problems found); no problem quotes the file."""
     try:
-        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
-    except Exception as exc:
-        return False, [f"not a readable notebook ({type(exc).__name__})"]
+        nb = parse_notebook(data)
+    except Refused as exc:
+        return False, [f"not a readable notebook: {exc}"]
     release = nbformat.read(student_notebook(assignment), as_version=4)
     notes, looks_right = repair_notebook(nb, release)
     if not looks_right:
@@ -174,16 +184,88 @@ def validate(data: bytes, assignment: str) -> tuple[bool, list[str]]:
     return True, notes
 
 
-def _entries(source: Path):
-    """(name, read) for every file of a zip, or of a folder (notebooks saved from e-mail)."""
+@dataclass(frozen=True)
+class Entry:
+    """A file of the download: its name in it, how to read it (raises :class:`Refused`), and why it is refused
+    when that is known without reading it (a link, a special file)."""
+
+    name: str
+    read: Callable[[], bytes]
+    refused: str = ""
+
+
+def _refuse(reason: str) -> Callable[[], bytes]:
+    def read() -> bytes:
+        raise Refused(reason)
+    return read
+
+
+def _entries(source: Path) -> Iterator[Entry]:
+    """Every file of a zip, or of a folder (notebooks saved from e-mail), links and special files included."""
     if source.is_dir():
-        for f in sorted(p for p in source.rglob("*") if p.is_file()):
-            yield f.relative_to(source).as_posix(), f.read_bytes
+        yield from _folder_entries(source)
         return
     with zipfile.ZipFile(source) as z:
         for info in z.infolist():
             if not info.is_dir():
-                yield info.filename, (lambda info=info: z.read(info))
+                yield _zip_entry(z, info)
+
+
+def _folder_entries(source: Path) -> Iterator[Entry]:
+    """The files under ``source``, never through a link: a link or special file is an entry refused unread."""
+    found: list[Entry] = []
+    for folder, dirs, files in os.walk(source):  # os.walk does not descend into linked folders
+        for name in dirs + files:
+            path = Path(folder, name)
+            rel = path.relative_to(source)
+            mode = path.lstat().st_mode
+            if stat.S_ISDIR(mode):
+                continue
+            if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
+                reason = f"{kind_of(mode)}, not a regular file: not followed or read"
+                found.append(Entry(rel.as_posix(), _refuse(reason), reason))
+            else:
+                roles = ["a folder above the file"] * (len(rel.parts) - 1) + ["the file"]
+                read = (lambda rel=rel, roles=roles: read_regular_file(source, rel.parts, roles))
+                found.append(Entry(rel.as_posix(), read))
+    return iter(sorted(found, key=lambda e: e.name))
+
+
+def _zip_entry(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> Entry:
+    """An entry of a zip; one whose Unix mode (the high 16 bits of ``external_attr``) is a link or any other
+    non-regular file is refused unread."""
+    mode = info.external_attr >> 16
+    if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
+        reason = f"{kind_of(mode)} in the archive, not a regular file: not unpacked"
+        return Entry(info.filename, _refuse(reason), reason)
+    return Entry(info.filename, lambda: _read_zip_member(z, info))
+
+
+def _read_zip_member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """A zip entry's bytes, refused unread when it claims more than a notebook may have (and cut off there
+    when it holds more than it claims)."""
+    limit = MAX_NOTEBOOK_BYTES
+    if info.file_size > limit:
+        raise Refused(f"it is {info.file_size} bytes, more than the {limit} bytes a notebook may have: not unpacked")
+    try:
+        with z.open(info) as f:
+            data = f.read(limit + 1)
+    except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError) as exc:
+        raise Refused(f"it could not be unpacked ({type(exc).__name__})") from None
+    if len(data) > limit:
+        raise Refused(f"it holds more than the {limit} bytes a notebook may have: not unpacked")
+    return data
+
+
+def escapes(entry: str) -> bool:
+    """Whether an archive entry's name would leave the folder it is unpacked into: an absolute path (also a
+    Windows drive or a backslash one), or a ``..`` part."""
+    name = entry.replace("\\", "/")
+    return name.startswith("/") or bool(re.match(r"^[A-Za-z]:", name)) or ".." in name.split("/")
+
+
+def _hidden(entry: str) -> bool:
+    return any(p.startswith((".", "__MACOSX")) for p in PurePosixPath(entry).parts)
 
 
 def read_report(submitted: Path) -> dict:
@@ -204,21 +286,40 @@ def same_name_groups(idents: list[Identity]) -> list[list[Identity]]:
     return [sorted(g.values(), key=lambda i: i.folder) for g in by_name.values() if len(g) > 1]
 
 
-def collect(zip_path: Path, assignment: str, out: Path) -> list[Collected]:
-    """Unpack the notebooks of ``zip_path`` into ``out/<student>/<assignment>/<assignment>.ipynb``."""
-    found: dict[str, list[tuple[str, bytes]]] = {}
+def _unpack(source: Path, report: list[Collected]) -> tuple[dict[str, list[tuple[str, bytes | None, str]]],
+                                                             dict[str, Identity]]:
+    """Every student's entries as (name, bytes or None, why not read), and their identities; entries that
+    belong to no student but should be said something about go to ``report``."""
+    found: dict[str, list[tuple[str, bytes | None, str]]] = {}
     idents: dict[str, Identity] = {}
-    report: list[Collected] = []
-    for name, read in _entries(zip_path):
-        ident = identify(name)
+    for entry in _entries(source):
+        if escapes(entry.name):
+            report.append(Collected("", entry.name, False, ["its name leaves the folder it would be unpacked "
+                                                            "into (an absolute path or ../): not unpacked"]))
+            continue
+        if _hidden(entry.name):
+            continue
+        ident = identify(entry.name)
         if ident is None:
-            if name.endswith(".ipynb") and not any(p.startswith((".", "__MACOSX")) for p in PurePosixPath(name).parts):
-                report.append(Collected("", name, False, ["file name follows none of the naming rules"]))
+            if entry.refused or entry.name.endswith(".ipynb"):
+                report.append(Collected("", entry.name, False,
+                                        [entry.refused or "file name follows none of the naming rules"]))
             continue
         idents.setdefault(ident.folder, ident)
         if ident.late:
             idents[ident.folder] = ident
-        found.setdefault(ident.folder, []).append((name, read()))
+        try:
+            data, why = entry.read(), ""
+        except Refused as exc:
+            data, why = None, str(exc)
+        found.setdefault(ident.folder, []).append((entry.name, data, why))
+    return found, idents
+
+
+def collect(zip_path: Path, assignment: str, out: Path) -> list[Collected]:
+    """Unpack the notebooks of ``zip_path`` into ``out/<student>/<assignment>/<assignment>.ipynb``."""
+    report: list[Collected] = []
+    found, idents = _unpack(zip_path, report)
     twins = same_name_groups(list(idents.values()))
     twin_note: dict[str, str] = {}
     for group in twins:
@@ -227,7 +328,8 @@ def collect(zip_path: Path, assignment: str, out: Path) -> list[Collected]:
             twin_note[ident.folder] = (f"another student has the same name {ident.name!r}: {others}; "
                                        f"kept apart by their {ident.lms} ids")
     for sid, entries in sorted(found.items()):
-        checked = [(name, data, *validate(data, assignment)) for name, data in entries]
+        checked = [(name, data, *validate(data, assignment)) if data is not None else (name, data, False, [why])
+                   for name, data, why in entries]
         good = [c for c in checked if c[2]]
         keep = good[-1] if good else None
         for name, data, ok, problems in checked:
@@ -245,7 +347,7 @@ def collect(zip_path: Path, assignment: str, out: Path) -> list[Collected]:
         kept = next((c.source for c in report if c.student == sid and c.accepted), None)
         students[sid] = {"lms": ident.lms, "lms_id": ident.lms_id, "id_kind": ident.id_kind, "name": ident.name,
                          "late": ident.late, "accepted": kept is not None, "source": kept,
-                         "sources": [name for name, _ in found[sid]],
+                         "sources": [name for name, _, _ in found[sid]],
                          "problems": [p for c in report if c.student == sid and not c.accepted for p in c.problems]}
     out.mkdir(parents=True, exist_ok=True)
     document = {

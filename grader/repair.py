@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 
 from grader.execute import is_test
+from grader.submitted_files import notebook_problem
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -24,8 +25,13 @@ def repair_notebook(nb, release) -> tuple[list[str], bool]:
 
     Cells that lost their nbgrader metadata get it back from the release cell with the same cell id or,
     for locked cells, the same source. Deleted or edited test cells are reported (nbgrader restores
-    them from the source). ``looks_like_it`` is False when no cell of the release can be found at all.
+    them from the source). ``looks_like_it`` is False when no cell of the release can be found at all, and
+    when ``nb`` lacks the structure relied on here (read a submission with
+    :func:`grader.submitted_files.parse_notebook`, which refuses such a notebook with a clearer message).
     """
+    problem = notebook_problem(nb)
+    if problem:
+        return [f"not a valid notebook: {problem}"], False
     notes: list[str] = []
     rel_cells = [c for c in release.cells if meta(c).get("grade_id")]
     have = {meta(c).get("grade_id"): c for c in nb.cells if meta(c).get("grade_id")}

@@ -133,3 +133,106 @@ def test_a_long_name_gives_a_short_folder_and_keeps_the_full_name():
     assert ident.folder == "mariafernand_moodle1234567" and ident.name == "Maria Fernanda Gonzalez Rodriguez"
     assert identify("gonzalezrodriguezmariafernanda_10000000012345_1_x.ipynb").folder == \
         "gonzalezrodr_canvas10000000012345"
+
+
+# --- entries that are not a notebook file of the student's own: refused unread, never quoted ---------------
+
+def _zip_special(z: zipfile.ZipFile, name: str, mode: int, data: bytes) -> None:
+    """An entry with a Unix file type in its ``external_attr`` (what ``zip --symlinks`` writes for a link)."""
+    info = zipfile.ZipInfo(name)
+    info.create_system = 3
+    info.external_attr = mode << 16
+    z.writestr(info, data)
+
+
+def _no_secret_in(out) -> None:
+    from tests.safety.links import target_texts
+
+    report = (out / "collect_report.json").read_text()
+    assert not any(t in report for t in target_texts()), report
+    for f in (p for p in out.rglob("*") if p.is_file()):
+        assert not any(t.encode() in f.read_bytes() for t in target_texts()), f
+
+
+def test_collect_refuses_links_special_files_and_escaping_names_in_a_zip(tmp_path):
+    import stat
+
+    from tests.safety.links import SECRET
+
+    ada = nbformat.writes(_ada()).encode()
+    z = tmp_path / "lms.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        _zip_special(f, "eve_1_2_03_vector_add.ipynb", stat.S_IFLNK | 0o777, b"/etc/passwd")
+        _zip_special(f, "Lin Kay_3_assignsubmission_file/03_vector_add.ipynb", stat.S_IFLNK | 0o777, b"../../x")
+        _zip_special(f, "fifo_4_5_03_vector_add.ipynb", stat.S_IFIFO | 0o644, b"")
+        _zip_special(f, "dev_6_7_03_vector_add.ipynb", stat.S_IFCHR | 0o644, b"")
+        _zip_special(f, "notes_link", stat.S_IFLNK | 0o777, b"/etc")
+        f.writestr("../../evil_8_9_03_vector_add.ipynb", ada)
+        f.writestr("/abs_10_11_03_vector_add.ipynb", ada)
+        f.writestr("a/../../b_12_13_03_vector_add.ipynb", ada)
+        f.writestr("C:\\Users\\b_14_15_03_vector_add.ipynb", ada)
+        f.writestr("ned_16_17_03_vector_add.ipynb", SECRET.encode() + b"\nroot:x:0:0:root:/root:/bin/bash\n")
+        _zip_special(f, "zed_99_98_03_vector_add.ipynb", stat.S_IFREG | 0o644, ada)  # the honest one, last
+    out = tmp_path / "out" / "submitted"
+    report = collect(z, A, out)
+    by = {c.source: c for c in report}
+    assert [c.student for c in report if c.accepted] == ["zed_canvas99"]
+    assert (out / "zed_canvas99" / A / f"{A}.ipynb").read_bytes() == ada
+    for name in ("eve_1_2_03_vector_add.ipynb", "Lin Kay_3_assignsubmission_file/03_vector_add.ipynb",
+                 "notes_link"):
+        assert "a symbolic link in the archive" in by[name].problems[0] and not by[name].accepted
+    assert "a FIFO (named pipe) in the archive" in by["fifo_4_5_03_vector_add.ipynb"].problems[0]
+    assert "a character device in the archive" in by["dev_6_7_03_vector_add.ipynb"].problems[0]
+    for name in ("../../evil_8_9_03_vector_add.ipynb", "/abs_10_11_03_vector_add.ipynb",
+                 "a/../../b_12_13_03_vector_add.ipynb", "C:\\Users\\b_14_15_03_vector_add.ipynb"):
+        assert "leaves the folder" in by[name].problems[0] and not by[name].accepted
+    assert "not JSON" in by["ned_16_17_03_vector_add.ipynb"].problems[0]
+    saved = json.loads((out / "collect_report.json").read_text())
+    assert not saved["students"]["eve_canvas1"]["accepted"] and saved["students"]["eve_canvas1"]["problems"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["zed_canvas99"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["submitted"]  # nothing written beside it
+    _no_secret_in(out)
+
+
+def test_collect_refuses_a_zip_entry_too_large_to_be_a_notebook(tmp_path, monkeypatch):
+    """Refused by the size the entry claims, before it is unpacked (the limit made small to keep the zip small)."""
+    import grader.collect as collect_module
+
+    monkeypatch.setattr(collect_module, "MAX_NOTEBOOK_BYTES", 1000)
+    z = tmp_path / "lms.zip"
+    with zipfile.ZipFile(z, "w", compression=zipfile.ZIP_DEFLATED) as f:
+        f.writestr("big_1_2_03_vector_add.ipynb", b" " * 5000)
+    report = collect(z, A, tmp_path / "submitted")
+    assert "5000 bytes, more than the 1000 bytes" in report[0].problems[0] and not report[0].accepted
+
+
+def test_collect_from_a_folder_follows_no_link_and_reads_no_special_file(tmp_path):
+    import os
+
+    from tests.safety.links import SECRET
+
+    host = tmp_path / "host"
+    (host / "folder").mkdir(parents=True)
+    (host / "secret.txt").write_text(SECRET + "\n")
+    nbformat.write(_ada(), host / "folder" / "sam_lab.ipynb")
+    nbformat.write(_ada(), host / "honest_elsewhere.ipynb")
+    src = tmp_path / "mail"
+    (src / "Mo Lee").mkdir(parents=True)
+    (src / "eve_lab.ipynb").symlink_to(host / "secret.txt")
+    (src / "pat_lab.ipynb").symlink_to("/etc/passwd")
+    (src / "Kim Link").symlink_to(host / "folder", target_is_directory=True)  # a linked student folder
+    os.link(host / "honest_elsewhere.ipynb", src / "hal_lab.ipynb")
+    os.mkfifo(src / "fifo_lab.ipynb")
+    (src / "Mo Lee" / "lab.ipynb").symlink_to(host / "honest_elsewhere.ipynb")
+    (src / "ned_lab.ipynb").write_text(SECRET)
+    nbformat.write(_ada(), src / "zed_lab.ipynb")
+    report = collect(src, A, tmp_path / "submitted")
+    by = {c.source: c for c in report}
+    assert [c.student for c in report if c.accepted] == ["zed"]
+    for name in ("eve_lab.ipynb", "pat_lab.ipynb", "Kim Link", "Mo Lee/lab.ipynb"):
+        assert by[name].problems[0].startswith("a symbolic link, not a regular file"), by[name]
+    assert "hard link" in by["hal_lab.ipynb"].problems[0]
+    assert "a FIFO (named pipe), not a regular file" in by["fifo_lab.ipynb"].problems[0]
+    assert "not JSON" in by["ned_lab.ipynb"].problems[0]
+    assert "Kim Link/sam_lab.ipynb" not in by  # nothing behind the linked folder was listed
+    _no_secret_in(tmp_path / "submitted")
