@@ -3,7 +3,10 @@
 The flow of one run (:func:`grade_all`):
 
 1. **Snapshot.** Every submitted notebook is read once into memory (bytes and SHA-256). Grading uses
-   these bytes, so a submission that rewrites another student's file on disk changes nothing.
+   these bytes, so a submission that rewrites another student's file on disk changes nothing. Nothing is
+   followed out of ``SUBMITTED``: a notebook (or student or assignment folder) that is a link, a special or
+   oversized file, or no notebook at all scores 0 with a message that quotes none of it
+   (:mod:`grader.submitted_files`).
 2. **Resume.** A submission whose record file ``DIR/records/<assignment>/<student>.json`` exists with
    the same SHA-256 is not graded again (``force=True`` re-grades). Records are written as each
    submission finishes, so a crash mid-class loses no graded work.
@@ -54,6 +57,7 @@ from grader.repair import meta as _meta
 from grader.repair import repair_notebook
 from grader.judge import Seed
 from grader.results import GradeRecord
+from grader.submitted_files import Refused, parse_notebook, read_submission
 from triton_course.grading import NOT_GRADED
 
 if TYPE_CHECKING:
@@ -96,13 +100,17 @@ def _short_name(s: Submission) -> str:
 
 
 def find_submissions(submitted: Path, assignment: str, student: str | None = None) -> list[Submission]:
-    """``SUBMITTED/<student>/<assignment>/*.ipynb``; a lone notebook under another name is accepted."""
+    """``SUBMITTED/<student>/<assignment>/*.ipynb``; a lone notebook under another name is accepted.
+
+    A student's folder or assignment folder that is a symbolic link is listed but never looked into: its
+    submission is the usual path, which :func:`grader.submitted_files.read_submission` then refuses."""
     subs = []
-    for sdir in sorted(p for p in submitted.iterdir() if p.is_dir()):
+    for sdir in sorted(p for p in submitted.iterdir() if p.is_symlink() or p.is_dir()):
         if student is not None and sdir.name != student:
             continue
         adir = sdir / assignment
-        notebooks = sorted(adir.glob("*.ipynb")) if adir.is_dir() else []
+        real_dir = not sdir.is_symlink() and not adir.is_symlink() and adir.is_dir()
+        notebooks = sorted(adir.glob("*.ipynb")) if real_dir else []
         named = adir / f"{assignment}.ipynb"
         chosen = named if named in notebooks else (notebooks[0] if len(notebooks) == 1 else None)
         subs.append(Submission(sdir.name, assignment, chosen if chosen else named))
@@ -232,9 +240,9 @@ def run_job(job: GradingJob) -> JobResult:
 
 def _run_job(job: GradingJob) -> JobResult:
     try:
-        nb = nbformat.reads(job.notebook.decode("utf-8"), as_version=4)
-    except Exception as exc:
-        return _all(job, "error", f"the submission is not a readable notebook: {type(exc).__name__}: {exc}"[:500])
+        nb = parse_notebook(job.notebook)
+    except Refused as exc:  # says what is wrong without quoting the file: it may not be the student's
+        return _all(job, "error", f"the submission is not a readable notebook: {exc}")
     template = Path(job.template)
     release = nbformat.read(template / "notebooks" / job.assignment / f"{job.assignment}.ipynb", as_version=4)
     notes, looks_right = repair_notebook(nb, release)
@@ -450,12 +458,11 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
     run = run_info(sandboxed)
     protected = Protected()
     snapshot: dict[Submission, bytes | None] = {}
+    unread: dict[Submission, tuple[str, str]] = {}  # (status, message) of a notebook that was not read
     for s in subs:
-        try:
-            snapshot[s] = s.notebook.read_bytes()
+        snapshot[s], unread[s] = _snapshot(s)
+        if snapshot[s] is not None:
             protected.remember(s.notebook, snapshot[s])
-        except OSError:
-            snapshot[s] = None
 
     results: dict[Submission, list[GradeRecord]] = {}
     todo: list[Submission] = []
@@ -463,8 +470,9 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
         data = snapshot[s]
         cells = graded_cells(s.assignment)
         if data is None:
-            results[s] = [GradeRecord(s.student, s.assignment, c.grade_id, 0.0, c.points, "missing",
-                                      f"no notebook found at {s.notebook}") for c in cells]
+            status, message = unread[s]
+            results[s] = [GradeRecord(s.student, s.assignment, c.grade_id, 0.0, c.points, status, message)
+                          for c in cells]
             continue
         path = record_path(out, s.assignment, s.student)
         saved = None if force else load_record(path, sha256(data), secret)
@@ -541,6 +549,25 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
     if bar is not None:
         bar.close()
     return [r for s in subs for r in results[s]]
+
+
+def _snapshot(s: Submission) -> tuple[bytes | None, tuple[str, str]]:
+    """The bytes of a submitted notebook, read without following links (:func:`read_submission`) and parsed
+    once here (a file that is no notebook needs no template and no worker), or None and the (status, message)
+    of its records: "missing", or "error" with why it was refused (quoting none of the file)."""
+    try:
+        data = read_submission(s.notebook)
+    except Refused as exc:
+        return None, ("error", f"not graded: {exc}")
+    except (FileNotFoundError, NotADirectoryError):
+        return None, ("missing", f"no notebook found at {s.notebook}")
+    except OSError as exc:
+        return None, ("error", f"the notebook at {s.notebook} could not be read ({type(exc).__name__})")
+    try:
+        parse_notebook(data)
+    except Refused as exc:
+        return None, ("error", f"not graded: the submission is not a readable notebook: {exc}")
+    return data, ("", "")
 
 
 def _write_atomically(path: Path, data: bytes, protected: Protected) -> None:
@@ -646,10 +673,10 @@ def grade_one(template: GradingTemplate, sub: Submission, work: Path,
               timeout_s: float = SUBMISSION_TIMEOUT_S, env: dict[str, str] | None = None) -> list[GradeRecord]:
     """Autograde one submission in ``work/<student>`` (no resume, no feedback) and return its records."""
     cells = graded_cells(sub.assignment)
-    if not sub.notebook.exists():
-        return [GradeRecord(sub.student, sub.assignment, c.grade_id, 0.0, c.points, "missing",
-                            f"no notebook found at {sub.notebook}") for c in cells]
-    job = GradingJob(sub.student, sub.assignment, sub.notebook.read_bytes(), str(template.root),
+    data, (status, message) = _snapshot(sub)
+    if data is None:
+        return [GradeRecord(sub.student, sub.assignment, c.grade_id, 0.0, c.points, status, message) for c in cells]
+    job = GradingJob(sub.student, sub.assignment, data, str(template.root),
                      str(work / sub.student), tuple((c.grade_id, c.points) for c in cells), timeout_s, None,
                      dict(env or os.environ), False)
     res = run_job(job)

@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from grader.gpu_lock import GpuLock
+from grader.phases import PhaseClock, phase
 from triton_course.checks import CheckFailed, GuardedTensor
 from triton_course.harness import DTYPES, MAX_OUTPUTS, PLAIN, load_tensor
 from triton_course.relaunch import ALLOWED_OPS
 
 if TYPE_CHECKING:
-    from grader.relauncher import Relauncher
+    from grader.relauncher import Relauncher, RerunEvidence
 
 # ---------------------------------------------------------------------------------------------------
 # The secret seed
@@ -194,6 +195,8 @@ class CallResult:
     inputs_after: list[torch.Tensor]
     evidence: dict[str, Any]
     allocations: list[GuardedTensor | None] = field(default_factory=list)
+    #: what the accepted launch record shows (None for a call that is not re-run: no kernel required)
+    rerun: "RerunEvidence | None" = None
 
 
 class StudentFunction:
@@ -209,12 +212,23 @@ class StudentFunction:
 
     def remote_call(self, args: list[Any], kwargs: dict[str, Any] | None = None, label: str | None = None,
                     outputs: list[str] | None = None, arg_names: list[str] | None = None) -> CallResult:
-        """One call; ``outputs`` and ``arg_names`` only name the outputs and inputs in messages."""
-        return self.session.call(self.__name__, args, kwargs or {}, label or self.__name__, self.require_kernel,
-                                 outputs=outputs, arg_names=arg_names)
+        """One call; ``outputs`` and ``arg_names`` only name the outputs and inputs in messages. The kernels its
+        accepted launch record ran are noted for this proxy (``check_masked_loads(..., launched_by=add)``)."""
+        result = self.session.call(self.__name__, args, kwargs or {}, label or self.__name__, self.require_kernel,
+                                   outputs=outputs, arg_names=arg_names)
+        if result.rerun is not None:
+            from triton_course.static import KernelSource, note_launches
+
+            note_launches(self, [KernelSource(name, src) for name, src in result.rerun.kernels.items()])
+        return result
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.remote_call(list(args), kwargs).output
+
+    @property
+    def reruns(self) -> "list[RerunEvidence]":
+        """The evidence of every call of this function so far whose launches the judge re-ran and accepted."""
+        return list(self.session.reruns.get(self.__name__, []))
 
 
 class Student:
@@ -242,10 +256,15 @@ class JudgeSession:
         #: the functions the notebook defines (grader.relauncher.notebook_kernel_shapes); None: any kernel
         self.allowed_kernels = allowed_kernels
         self.relaunches = 0
+        #: graded function name -> the evidence of each of its calls whose launches were re-run and accepted
+        self.reruns: dict[str, list[RerunEvidence]] = {}
+        #: the bytes of each storage the student's process has named in a record, by (process nonce, id)
+        self.storage_sizes: dict[tuple[str, int], int] = {}
         self.seed = seed or Seed()
         self.call_timeout_s = call_timeout_s
         self.calls = 0
         self.timing_rounds: list[dict[str, Any]] = []  # one entry per timed round (grader.judge_timing)
+        self.phases = PhaseClock()  # seconds in calls, re-runs and timing (grader.phases)
         self.in_flight: str | None = None
         self.last_call_seconds = 0.0
         self._fixtures: list[Any] = []
@@ -292,6 +311,7 @@ class JudgeSession:
         return dict(self.base)
 
     # -- one call --------------------------------------------------------------------------------------
+    @phase("calls")
     def call(self, name: str, args: list[Any], kwargs: dict[str, Any], label: str,
              require_kernel: bool = True, outputs: list[str] | None = None,
              arg_names: list[str] | None = None) -> CallResult:
@@ -312,7 +332,10 @@ class JudgeSession:
                 self.transport.run(folder, self.call_timeout_s)
             self.last_call_seconds = time.perf_counter() - t0
             self.in_flight = None
-            return self._decode(folder, label, sent, require_kernel, outputs, arg_names)
+            result = self._decode(folder, label, sent, require_kernel, outputs, arg_names)
+            if result.rerun is not None:
+                self.reruns.setdefault(name, []).append(result.rerun)
+            return result
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -403,8 +426,9 @@ class JudgeSession:
 
             returned = list(output) if isinstance(output, tuple) else [output]
             specs = out.get("items") if out.get("kind") == "tuple" else [out]
-            rerun, allocations, after = relaunch(self, folder, specs, returned, sent, label, budget)
+            rerun, allocations, after, shown = relaunch(self, folder, specs, returned, sent, label, budget)
             output, allocation = (tuple(rerun) if isinstance(output, tuple) else rerun[0]), allocations[0]
+            return CallResult(output, allocation, after, resp, allocations, shown)
         return CallResult(output, allocation, after, resp, allocations)
 
     def _load_output(self, spec: dict[str, Any], folder: Path, budget: int,

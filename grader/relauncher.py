@@ -2,9 +2,10 @@
 process, and grade what that process computed.
 
 :func:`record_problems` holds the record to what honest work looks like: kernels that the notebook defines
-(or the course's own), operators that only allocate, copy and fill, and at most :data:`MAX_SCALARS`
-distinct numbers in its launches and operators, far fewer than the elements of any graded output, so
-that no answer fits through kernel arguments. A :class:`Relauncher` runs :func:`triton_course.relaunch.serve_request`
+(or the course's own) whose source names nothing but Triton's language (:func:`triton_course.relaunch.kernel_source_problems`),
+operators that only allocate, copy and fill, and launches whose numbers and strings carry a few hundred bits
+(:class:`Information`), far less than any graded output holds, so that no answer fits through kernel
+arguments, constexprs or the globals a kernel reads. A :class:`Relauncher` runs :func:`triton_course.relaunch.serve_request`
 on the record and the judge's own copy of the inputs: :class:`ProcessRelauncher` in a process of its own
 (inside a second bubblewrap sandbox when grading), :class:`InProcessRelauncher` in this one (the course's
 own tests of hidden tests only). :func:`relaunch` returns the outputs and inputs as the re-run left them,
@@ -16,42 +17,56 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import selectors
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from grader.notebook_code import strip_magics
+from grader.phases import phase
 from triton_course.checks import CheckFailed
 from triton_course.harness import tensor_spec
-from triton_course.relaunch import ALLOWED_OPS, MODULE_ROOTS, free_names, kernel_shape
+from triton_course.relaunch import ALLOWED_OPS, MODULE_ROOTS, kernel_shape, kernel_source_problems
 
 if TYPE_CHECKING:
     from grader.judge import JudgeSession
 
-#: Distinct numbers a call's record may carry (sizes, strides, offsets, block sizes, eps...): at most
-#: ``max(MIN_SCALARS, elements // 8)`` for an output of that many elements, and never more than MAX_SCALARS.
-#: An honest call of the course uses 10 to 30 (its reference answers, under the interpreter); an answer
-#: handed to a kernel needs a number per output element, or one per four with float16 values packed into
-#: 64-bit integers. So no graded cell can be passed that way: the smallest of their largest outputs has 600
-#: elements (chapter 07).
-MAX_SCALARS = 256
-MIN_SCALARS = 48
+#: How much information a call's record may carry outside its tensors, in bits: every size, stride, offset,
+#: block size, grid, eps and string of its launches, operators and the globals its kernels read, each counted
+#: by what it can encode (an integer by its bit length, a float as 64 bits, a string by its characters), every
+#: step counted again (the order and number of launches carry information too). At most
+#: ``max(MIN_INFORMATION_BITS, output bits // OUTPUT_SHARE)`` and never more than MAX_INFORMATION_BITS. An honest
+#: call of the course carries a few hundred to about two thousand bits (tests/test_relaunch.py measures the model
+#: answers); an answer handed to a kernel needs several bits per output element to pass a tolerance.
+MIN_INFORMATION_BITS = 4096
+MAX_INFORMATION_BITS = 16384
+OUTPUT_SHARE = 64
+#: Strings a record may carry at the price of one choice: the values Triton's own options take (cache
+#: modifiers, eviction policies, padding, rounding, dot precisions) and dtype names. Any other string must be
+#: a short identifier (:data:`SHORT_LITERAL`), counted at 8 bits a character; anything else is refused.
+TRITON_STRINGS = frozenset({
+    "", ".ca", ".cg", ".cs", ".cv", ".lu", ".wb", ".wt", "evict_first", "evict_last", "evict_normal",
+    "zero", "nan", "rtne", "rtz", "tf32", "tf32x3", "ieee", "bf16x3", "bf16x6", "cpu", "cuda",
+    "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "fp8e4nv", "fp8e5",
+    "fp8e4b15", "fp8e4b8", "fp8e5b16", "fp16", "bf16", "fp32", "fp64", "float16", "bfloat16", "float32",
+    "float64", "bool", "uint1",
+})
+SHORT_LITERAL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,15}")
+#: Keys of a recorded value whose strings are the record's own structure, not the student's data.
+_STRUCTURE_KEYS = frozenset({"tensor", "dtype", "torch", "device", "tl_dtype", "dataclass", "module", "import",
+                             "attr", "kernel", "launch", "op", "refused", "raised", "poison", "unsupported"})
+#: Bits charged per step, for the choice of kernel or operator and the step's place in the sequence.
+STEP_BITS = 8
 #: A record larger than this is refused unread.
 MAX_RECORD_BYTES = 32 << 20
-#: Python builtins a kernel may name (the rest of a kernel's names must come from its recorded globals).
-SAFE_BUILTINS = frozenset({
-    "range", "len", "min", "max", "int", "float", "bool", "abs", "print", "isinstance", "tuple", "list", "zip",
-    "enumerate", "divmod", "round", "sum", "any", "all", "str", "True", "False", "None",
-    "ValueError", "AssertionError", "RuntimeError", "NotImplementedError", "TypeError", "IndexError",
-})
-
 
 # ---------------------------------------------------------------------------------------------------
 # What the record may hold
@@ -75,54 +90,68 @@ def notebook_kernel_shapes(nb) -> set[str]:
     return shapes
 
 
-def kernel_source_problems(name: str, source: str, global_names: set[str]) -> list[str]:
-    """Why a recorded kernel's source is not a plain Triton function (under the interpreter a kernel is
-    Python, so it must not reach anything but triton.language, its arguments and its recorded globals)."""
-    try:
-        body = ast.parse(source).body
-    except SyntaxError:
-        return [f"the recorded source of `{name}` does not parse"]
-    if len(body) != 1 or not isinstance(body[0], ast.FunctionDef) or body[0].name != name or body[0].decorator_list:
-        return [f"the recorded source of `{name}` is not one function of that name"]
-    problems = []
-    for node in ast.walk(body[0]):
-        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef, ast.AsyncFunctionDef,
-                             ast.Await, ast.Yield, ast.YieldFrom)):
-            problems.append(f"the kernel `{name}` contains a {type(node).__name__} statement")
-        elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-            problems.append(f"the kernel `{name}` reads the private attribute `{node.attr}`")
-        elif isinstance(node, ast.Name) and node.id.startswith("__"):
-            problems.append(f"the kernel `{name}` names `{node.id}`")
-    outside = [n for n in free_names(source) if n not in global_names and n not in SAFE_BUILTINS]
-    if outside:
-        problems.append(f"the kernel `{name}` names {', '.join(f'`{n}`' for n in outside[:4])}, which is neither a "
-                        "global it was launched with nor a builtin a kernel may use")
-    return problems
+class Information:
+    """Counts the bits a record's non-tensor values can carry, and the strings that no launch needs."""
+
+    def __init__(self) -> None:
+        self.bits = 0
+        self.strange_strings: list[str] = []
+
+    def add(self, value: Any) -> None:
+        """Charge ``value`` (a recorded argument, grid, global or operator argument, as JSON)."""
+        if value is None or isinstance(value, bool):
+            self.bits += 1
+        elif isinstance(value, int):
+            self.bits += abs(value).bit_length() + 1
+        elif isinstance(value, float):
+            self.bits += 64
+        elif isinstance(value, str):
+            self._string(value)
+        elif isinstance(value, list):
+            for v in value:
+                self.add(v)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if k == "float":   # a float JSON cannot hold (inf, -inf, nan)
+                    self.bits += 64
+                elif k in _STRUCTURE_KEYS and not isinstance(v, (dict, list)):
+                    self.bits += 4 if k in ("tensor", "dtype", "torch", "device", "tl_dtype") else 0
+                else:
+                    self.add(v)
+        else:
+            self.strange_strings.append(repr(type(value)))
+
+    def _string(self, text: str) -> None:
+        if text in TRITON_STRINGS:
+            self.bits += 8
+        elif SHORT_LITERAL.fullmatch(text):
+            self.bits += 8 * len(text)
+        else:
+            self.strange_strings.append(text)
 
 
-def _scalars(value: Any, out: set) -> None:
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, (int, float, str)):
-        out.add((type(value).__name__, value))
-    elif isinstance(value, list):
-        for v in value:
-            _scalars(v, out)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            if k not in ("tensor", "torch", "device", "dtype"):
-                _scalars(v, out)
+def information_limit(output_bits: int) -> int:
+    """How many bits of non-tensor values a call whose outputs hold ``output_bits`` bits may pass."""
+    return min(MAX_INFORMATION_BITS, max(MIN_INFORMATION_BITS, output_bits // OUTPUT_SHARE))
 
 
-def scalar_limit(output_elements: int) -> int:
-    """How many distinct numbers a call whose outputs hold ``output_elements`` elements may pass."""
-    return min(MAX_SCALARS, max(MIN_SCALARS, output_elements // 8))
+def record_information(record: dict[str, Any]) -> Information:
+    """The :class:`Information` of a record's steps and of the globals its kernels read."""
+    info = Information()
+    for step in record["steps"]:
+        if isinstance(step, dict) and ("op" in step or "launch" in step):
+            info.bits += STEP_BITS
+            info.add([step.get("args"), step.get("kwargs"), step.get("grid")])
+    for desc in record["kernels"].values():
+        if isinstance(desc, dict) and isinstance(desc.get("globals"), dict):
+            info.add(list(desc["globals"].values()))
+    return info
 
 
-def record_problems(record: Any, kernel_shapes: set[str] | None, output_elements: int = 0) -> list[str]:
+def record_problems(record: Any, kernel_shapes: set[str] | None, output_bits: int = 0) -> list[str]:
     """Why a launch record is not one the grader re-runs ([] if it is). ``kernel_shapes``: the notebook's
     functions (:func:`notebook_kernel_shapes`); None accepts any kernel (the course's tests of the judge).
-    ``output_elements``: of all the call's outputs together (see :func:`scalar_limit`)."""
+    ``output_bits``: of all the call's outputs together (see :func:`information_limit`)."""
     lists = ("inputs", "steps", "outputs")
     if not isinstance(record, dict) or not all(isinstance(record.get(k), list) for k in lists) \
             or not isinstance(record.get("kernels"), dict):
@@ -138,7 +167,7 @@ def record_problems(record: Any, kernel_shapes: set[str] | None, output_elements
         else:
             name, source = str(desc.get("name")), str(desc.get("source"))
             found = desc.get("globals") if isinstance(desc.get("globals"), dict) else {}
-            problems += kernel_source_problems(name, source, set(found))
+            problems += kernel_source_problems(name, source, found)
             if kernel_shapes is not None and kernel_shape(source) not in kernel_shapes:
                 problems.append(f"launched a kernel `{name}` that the notebook does not define (a kernel made while "
                                 "the function runs cannot be graded)")
@@ -152,28 +181,27 @@ def record_problems(record: Any, kernel_shapes: set[str] | None, output_elements
                     problems.append(f"the kernel `{name}` calls a kernel the record does not describe")
                 if "unsupported" in spec:
                     problems.append(f"the kernel `{name}` reads `{gname}`, which the grader cannot rebuild")
-    numbers: set = set()
     for step in record["steps"]:
         if not isinstance(step, dict):
             problems.append("left a malformed record of its launches")
-            break
+            return problems
         if "op" in step:
             parts = str(step["op"]).split(".")
             if step.get("refused") or len(parts) != 3 or parts[1] not in ALLOWED_OPS:
                 problems.append(f"ran {step['op']} outside its kernels")
-            _scalars([step.get("args"), step.get("kwargs")], numbers)
-        elif "launch" in step:
-            if step["launch"] not in kernels:
-                problems.append("launched a kernel the record does not describe")
-            _scalars([step.get("args"), step.get("kwargs"), step.get("grid")], numbers)
-    for desc in kernels.values():
-        if isinstance(desc, dict) and isinstance(desc.get("globals"), dict):
-            _scalars(list(desc["globals"].values()), numbers)
-    limit = scalar_limit(output_elements)
-    if len(numbers) > limit:
-        problems.append(f"passed {len(numbers)} distinct numbers to its launches and operators (at most {limit} for "
-                        f"an output of {output_elements:,} elements): a result must be computed by a kernel from "
-                        "its inputs, not handed to it value by value")
+        elif "launch" in step and step["launch"] not in kernels:
+            problems.append("launched a kernel the record does not describe")
+    info = record_information(record)
+    if info.strange_strings:
+        shown = ", ".join(repr(t[:24] + ("..." if len(t) > 24 else "")) for t in info.strange_strings[:2])
+        problems.append(f"passed its launches a string Triton has no use for ({shown}; {len(info.strange_strings)} in "
+                        "all): a launch may carry Triton's option values, dtype names and short names, nothing else")
+    limit = information_limit(output_bits)
+    if info.bits > limit:
+        problems.append(f"passed {info.bits:,} bits of numbers and strings to its launches and operators (at most "
+                        f"{limit:,} for an output of {output_bits:,} bits; an honest call passes sizes, strides and "
+                        "block sizes, a few hundred bits): a result must be computed by a kernel from its inputs, "
+                        "not handed to it in its arguments or in the globals it reads")
     return list(dict.fromkeys(problems))
 
 
@@ -312,14 +340,66 @@ def _disagreement(returned: torch.Tensor, rerun: torch.Tensor) -> str | None:
             f"returned {a[i].item():.6g}, re-run {b[i].item():.6g}")
 
 
+@dataclass(frozen=True)
+class RerunEvidence:
+    """What the judge reads off an accepted launch record, beyond the outputs: facts the student's process
+    cannot forge, since the re-run does exactly what the record says and nothing else.
+
+    ``kernels``: name -> source of every notebook kernel the call launched (the course's own excluded);
+    ``scratch_bytes``: memory the call's steps used besides its inputs and outputs (storages it allocates, and
+    storages kept from before it, a workspace made in an earlier call too), an upper bound on its peak extra
+    memory."""
+
+    kernels: dict[str, str]
+    scratch_bytes: int
+
+
+def _tensor_ids(value: Any, out: set[int]) -> None:
+    """The storage ids of every tensor a recorded value names."""
+    if isinstance(value, dict):
+        if isinstance(value.get("tensor"), int):
+            out.add(value["tensor"])
+        for v in value.values():
+            _tensor_ids(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _tensor_ids(v, out)
+
+
+def rerun_evidence(record: dict[str, Any], sizes: dict[tuple[str, int], int]) -> RerunEvidence:
+    """The :class:`RerunEvidence` of an accepted record (:func:`record_problems` found nothing). ``sizes``: the
+    bytes of every storage the student's process has shown the judge, by (process nonce, id), kept by the
+    session from call to call and updated here."""
+    launched = [str(s["launch"]) for s in record["steps"] if isinstance(s, dict) and "launch" in s]
+    kernels: dict[str, str] = {}
+    while launched:   # the kernels launched, and the notebook kernels they call
+        desc = record["kernels"].get(launched.pop())
+        if not isinstance(desc, dict) or "source" not in desc or str(desc["name"]) in kernels:
+            continue
+        kernels[str(desc["name"])] = str(desc["source"])
+        launched += [str(g["kernel"]) for g in dict(desc.get("globals", {})).values() if isinstance(g, dict) and "kernel" in g]
+    nonce = str(record.get("nonce"))
+    for step in record["steps"]:
+        if "unknown" in step:
+            sizes[(nonce, int(step["unknown"]))] = int(step.get("nbytes", 0))
+        for sid, nbytes in zip(step.get("out", []), step.get("nbytes", []) if "out" in step else []):
+            if sid is not None:   # (an "unknown" step's nbytes is one number, not a list)
+                sizes[(nonce, int(sid))] = int(nbytes)
+    used: set[int] = set()
+    _tensor_ids(record["steps"], used)
+    used -= {int(ref["tensor"]) for ref in record["outputs"]} | {int(sid) for sid in record["inputs"]}
+    return RerunEvidence(kernels, sum(sizes.get((nonce, sid), 0) for sid in used))
+
+
+@phase("reruns")
 def relaunch(session: JudgeSession, folder: Path, out_specs: list[dict[str, Any]], returned: list[torch.Tensor],
              sent: list[torch.Tensor], label: str,
-             budget: int) -> tuple[list[torch.Tensor], list[Any], list[torch.Tensor]]:
-    """(outputs, their guarded allocations, inputs after) of the call in ``folder`` as its launches alone
-    compute them, re-run by ``session.relauncher``; CheckFailed if the record is refused, the re-run fails
-    or its output differs from the one the student's process returned (``returned``)."""
+             budget: int) -> tuple[list[torch.Tensor], list[Any], list[torch.Tensor], RerunEvidence]:
+    """(outputs, their guarded allocations, inputs after, evidence) of the call in ``folder`` as its launches
+    alone compute them, re-run by ``session.relauncher``; CheckFailed if the record is refused, the re-run
+    fails or its output differs from the one the student's process returned (``returned``)."""
     record = _read_record(folder, label)
-    problems = record_problems(record, session.allowed_kernels, sum(t.numel() for t in returned))
+    problems = record_problems(record, session.allowed_kernels, sum(t.numel() * t.element_size() * 8 for t in returned))
     if not problems and (len(record["outputs"]) != len(returned) or len(record["inputs"]) != len(sent)):
         problems = ["left a record of its launches that does not match its inputs and outputs"]
     if problems:
@@ -368,6 +448,8 @@ def relaunch(session: JudgeSession, folder: Path, out_specs: list[dict[str, Any]
             outputs.append(tensor)
             allocations.append(allocation)
         after = [session._load(spec, rfolder, budget, label) for spec in ins]
-        return outputs, allocations, after
+        for sid, t in zip(record["inputs"], sent):   # an input kept for a later call counts there as scratch
+            session.storage_sizes[(str(record.get("nonce")), int(sid))] = t.untyped_storage().nbytes()
+        return outputs, allocations, after, rerun_evidence(record, session.storage_sizes)
     finally:
         shutil.rmtree(rfolder, ignore_errors=True)

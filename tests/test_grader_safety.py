@@ -20,14 +20,25 @@ from grader.autograde import find_submissions, grade_all, graded_cells
 from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook
 from grader.examples import apply_answers, build_submissions, parse_answers
 from grader.feedback import leaks
+from tests.safety.links import HONEST_AFTER, LINKED, plant_linked_submissions, target_texts
 from tests.safety.transforms import SAFETY_ANSWERS, TRANSFORMS
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grader_safety")]  # one fixture, one worker
 
 A = "03_vector_add"
-HONEST = ["ada_correct", "mia_noisy", "jay_huge_output", "vic_harm_others", "xan_display_flood"]
+HONEST = ["ada_correct", "mia_noisy", "jay_huge_output", "vic_harm_others", "xan_display_flood", HONEST_AFTER]
 CHEATS = ["fay_torch_result", "gus_monkeypatch", "hal_hardcoded", "kim_tamper", "rex_token_launch",
           "uma_hooks_and_outputs", "abe_patched_launcher", "sly_right_only_off_the_record"]
+#: Loads whose mask is no mask (None, by keyword or position; True; always true), or an unmasked load in a second
+#: kernel the call launches: only the masked-load test is lost (utils/static.py).
+MASK_DODGES = ["nia_mask_none", "otto_positional_none", "ravi_mask_true", "tom_always_true_mask",
+               "hugo_unmasked_second_kernel"]
+#: Answers smuggled past the re-run through a launch's non-tensor values, and PyTorch reached from a kernel's
+#: source: each refused by its rule (grader.relauncher.record_problems), with the words of that rule.
+SMUGGLERS = {"ned_answer_in_a_string": "string Triton has no use for",
+             "ola_answer_in_one_integer": "hold at most 64",
+             "pat_answer_in_short_names": "bits of numbers and strings",
+             "quo_torch_through_the_course": "reaches the module torch"}
 CORRECTNESS = ["test_add_ragged", "test_add_fp16", "test_add_2d", "test_add_writes_exactly_n"]
 
 
@@ -43,10 +54,11 @@ def graded(tmp_path_factory):
         dest.parent.mkdir(parents=True)
         nbformat.write(transform(nbformat.from_dict(json.loads(json.dumps(ada)))), dest)
         students.append(name)
-    keep = set(HONEST + CHEATS + ["cleo_no_mask", "ivy_infinite_loop", "lea_crash_in_test", "wes_kills_and_fakes"]
-               + list(TRANSFORMS))
+    linked = plant_linked_submissions(submitted, A, submitted / "ada_correct" / A / f"{A}.ipynb")
+    keep = set(HONEST + CHEATS + list(SMUGGLERS) + MASK_DODGES + ["cleo_no_mask", "ivy_infinite_loop", "lea_crash_in_test",
+                                                    "wes_kills_and_fakes"] + list(TRANSFORMS) + linked)
     subs = [s for s in find_submissions(submitted, A) if s.student in keep]
-    before = {s.student: s.notebook.read_bytes() for s in subs}
+    before = {s.student: s.notebook.read_bytes() for s in subs if s.student not in LINKED}   # a FIFO would block
     os.environ["COURSE_TEST_ATTACK_ROOT"] = str(root)
     try:
         records = grade_all(subs, root / "out", workers=2, cell_timeout_s=20)
@@ -88,6 +100,40 @@ def test_cheats_earn_nothing(graded, student):
     assert graded["by"][student]["test_add_bandwidth"].points == 0
 
 
+@pytest.mark.parametrize("student", SMUGGLERS)
+def test_answers_smuggled_past_the_re_run_earn_nothing(graded, student):
+    """A string, an integer of any length, a tuple of short names, or PyTorch reached through an allowed module:
+    every correctness test 0 with the rule's words, in the real sandboxes (the re-run process holds the source
+    rule by itself too); the honest students graded in the same class keep every point
+    (test_honest_submissions_keep_every_point)."""
+    for gid in CORRECTNESS:
+        r = graded["by"][student][gid]
+        assert r.points == 0 and r.status == "failed" and SMUGGLERS[student] in r.message, r
+    assert graded["by"][student]["test_add_bandwidth"].points == 0
+
+
+@pytest.mark.parametrize("student", MASK_DODGES)
+def test_a_mask_that_is_no_mask_loses_the_masked_load_point(graded, student):
+    """mask=None, a positional None, mask=True, a mask always true, or an unmasked load in a helper kernel that the
+    call launches: the masked-load test is 0 and names the load; the other correctness tests are unaffected."""
+    by = graded["by"][student]
+    r = by["test_add_writes_exactly_n"]
+    assert r.points == 0 and r.status == "failed" and "tl.load(" in r.message, r
+    for gid in ("test_add_ragged", "test_add_fp16", "test_add_2d"):
+        assert by[gid].status == "passed" and by[gid].points == by[gid].max_points, by[gid]
+    assert by["test_add_gpu_sizes"].status == by["test_add_bandwidth"].status == "not_graded"
+
+
+@pytest.mark.parametrize("student", LINKED)
+def test_links_and_files_that_are_not_notebooks_earn_nothing_and_quote_nothing(graded, student):
+    """A notebook (or a student's or assignment folder) that is a symbolic link, a hard link, a FIFO, a folder
+    or no notebook at all: refused unread, 0 points, and no message quotes the file it points to
+    (tests/safety/links.py plants them); the honest student graded after them keeps every point."""
+    for r in graded["by"][student].values():
+        assert r.points == 0 and r.status in ("failed", "error"), r
+        assert not any(t in r.message for t in target_texts()), r
+
+
 def test_pytorch_result_is_caught_by_the_launch_check(graded):
     r = graded["by"]["fay_torch_result"]["test_add_ragged"]
     assert "without launching a Triton kernel" in r.message
@@ -118,7 +164,8 @@ def test_gradebook_and_file_tampering_changes_nothing(graded):
     kim = graded["by"]["kim_tamper"]["test_add_ragged"]
     assert kim.points == 0 and "wrong" in kim.message  # the sandbox never sees the gradebook
     for s in graded["subs"]:  # every submitted notebook is back as it was handed in
-        assert s.notebook.read_bytes() == graded["before"][s.student], s.student
+        if s.student in graded["before"]:
+            assert s.notebook.read_bytes() == graded["before"][s.student], s.student
     for f in (graded["out"] / "records" / A).glob("*.json"):
         assert json.loads(f.read_text())["records"], f
 

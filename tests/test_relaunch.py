@@ -19,12 +19,13 @@ import triton
 import triton.language as tl
 
 from grader.judge import InProcessTransport, JudgeSession
-from grader.relauncher import MAX_SCALARS, MIN_SCALARS, ProcessRelauncher, record_problems, scalar_limit
+from grader.relauncher import (MAX_INFORMATION_BITS, MIN_INFORMATION_BITS, ProcessRelauncher, information_limit,
+                               record_information, record_problems, rerun_evidence)
 from tests.conftest import run_with_answers
 from tests.safety.transforms import SAFETY_ANSWERS
 from triton_course import relaunch
 from triton_course.checks import CheckFailed, check
-from triton_course.relaunch import kernel_shape
+from triton_course.relaunch import kernel_shape, kernel_source_problems
 
 
 @triton.jit
@@ -236,13 +237,17 @@ def test_a_descriptor_decoy_earns_nothing_and_the_honest_launcher_after_it_every
 @pytest.mark.parametrize("student, words", [
     ("zed_pytorch_in_a_thread", "do not compute"),
     ("cal_kernel_made_at_run_time", "that the notebook does not define"),
-    ("dee_answers_as_arguments", "distinct numbers to its launches"),
+    ("dee_answers_as_arguments", "bits of numbers and strings"),
+    ("ned_answer_in_a_string", "string Triton has no use for"),
+    ("ola_answer_in_one_integer", "Triton's arguments and constexprs hold at most 64"),
+    ("pat_answer_in_short_names", "bits of numbers and strings"),
+    ("quo_torch_through_the_course", "reaches the module torch"),
 ])
 def test_the_notebook_cheats_earn_no_correctness_point(student, words):
     """Chapter 03 notebooks from tests/safety, through the judge in this process (the patched launcher, which
     needs the second sandbox's own Triton, is graded by tests/test_grader_safety.py)."""
     outcomes = run_with_answers("03_vector_add", student, root=SAFETY_ANSWERS)
-    correctness = [gid for gid in outcomes if gid != "test_add_bandwidth"]
+    correctness = [gid for gid in outcomes if gid not in ("test_add_bandwidth", "test_add_gpu_sizes")]
     assert len(correctness) == 4
     for gid in correctness:
         assert outcomes[gid].startswith("CheckFailed") and words in outcomes[gid], (gid, outcomes[gid][:500])
@@ -264,7 +269,7 @@ def test_a_blinded_operator_log_earns_nothing_and_the_honest_student_after_it_ev
         if not had_dynamo:
             sys.modules.pop("torch._dynamo", None)
     honest = run_with_answers("03_vector_add", "ada_correct")
-    correctness = [gid for gid in outcomes if gid != "test_add_bandwidth"]
+    correctness = [gid for gid in outcomes if gid not in ("test_add_bandwidth", "test_add_gpu_sizes")]
     assert len(correctness) == 4
     for gid in correctness:
         assert outcomes[gid].startswith("CheckFailed") and "do not compute" in outcomes[gid], (gid, outcomes[gid][:500])
@@ -326,11 +331,13 @@ def test_record_rules_name_each_problem():
     honest = {"inputs": [0], "steps": [], "outputs": [], "kernels": {}}
     assert record_problems(honest, None) == []
     assert "readable record" in record_problems({"steps": 3}, None)[0]
-    many = {**honest, "steps": [{"launch": "k", "args": list(range(100)), "kwargs": {}}],
+    many = {**honest, "steps": [{"launch": "k", "args": list(range(1000)), "kwargs": {}}],
             "kernels": {"k": {"course": "triton_course.checks", "name": "k"}}}
-    assert "distinct numbers" in " ".join(record_problems(many, None, output_elements=600))  # 75 allowed
-    assert record_problems(many, None, output_elements=1000) == []                           # 125 allowed
-    assert scalar_limit(1) == MIN_SCALARS and scalar_limit(10**6) == MAX_SCALARS
+    # the step (8), its missing grid (None, 1) and each integer by its bit length and sign: about 10,000 bits
+    assert record_information(many).bits == 8 + 1 + sum(i.bit_length() + 1 for i in range(1000))
+    assert "bits of numbers and strings" in " ".join(record_problems(many, None, output_bits=32 * 600))
+    assert record_problems(many, None, output_bits=32 * 64 * 9000) == []   # 1/64 of a large output may pass
+    assert information_limit(1) == MIN_INFORMATION_BITS and information_limit(10**9) == MAX_INFORMATION_BITS
     source = "def k(x):\n    return os.getcwd()\n"
     outside = {**honest, "kernels": {"k": {"name": "k", "source": source, "globals": {}}}}
     assert "`os`" in " ".join(record_problems(outside, None))
@@ -338,10 +345,104 @@ def test_record_rules_name_each_problem():
     assert "not the course's" in " ".join(record_problems(alien, None))
 
 
+def _one_launch(*args, globals_=None, source="def k(out):\n    pass\n"):
+    """A record of one launch of a notebook kernel ``k`` with ``args``, reading ``globals_``."""
+    return {"inputs": [], "outputs": [], "steps": [{"launch": "k", "args": list(args), "kwargs": {}, "grid": {"tuple": [1]}}],
+            "kernels": {"k": {"name": "k", "source": source, "globals": globals_ or {}}}}
+
+
+@pytest.mark.parametrize("record, words", [
+    # one number of any bit length: counted by its bits, not as one distinct value
+    (_one_launch({"constexpr": 7 ** 3000}), "bits of numbers"),
+    # a long string, as an argument, a constexpr, a global the launcher rebinds, or inline-asm text
+    (_one_launch("1.25,-0.5,3.75"), "string Triton has no use for"),
+    (_one_launch({"constexpr": "0.1 0.2 0.3"}), "string Triton has no use for"),
+    (_one_launch(globals_={"ANSWER": "3.5;1.25"}, source="def k(out):\n    tl.store(out, float(ANSWER))\n"),
+     "string Triton has no use for"),
+    (_one_launch({"constexpr": "mov.b32 $0, 0x3f800000;"}), "string Triton has no use for"),
+    # short names, each one harmless, many in a tuple: every character counts
+    (_one_launch({"tuple": [f"v{i:08d}" for i in range(200)]}), "bits of numbers"),
+    # the same small numbers over and over, one launch each (the order carries the answer)
+    ({**_one_launch(), "steps": [{"launch": "k", "args": [i % 2, i % 3], "kwargs": {}, "grid": {"tuple": [1]}}
+                                 for i in range(600)]}, "bits of numbers"),
+])
+def test_answers_in_non_tensor_values_are_refused_by_what_they_can_carry(record, words):
+    assert words in " ".join(record_problems(record, None, output_bits=32 * 1000))
+
+
+def test_strings_triton_uses_pass_and_cost_little():
+    record = _one_launch(".cg", "evict_last", {"constexpr": "float16"}, {"tl_dtype": "fp32"}, {"constexpr": "relu"})
+    assert record_problems(record, None, output_bits=32 * 1000) == []
+    assert record_information(record).bits < 100
+
+
+@pytest.mark.parametrize("source, globals_, words", [
+    # a chain through an allowed module to PyTorch, the shell, or a plain Python function of the course
+    ("def k(q):\n    t = triton_course.relaunch.torch\n", {"triton_course": {"module": "triton_course"}},
+     "reaches the module torch"),
+    ("def k(q):\n    triton_course.relaunch.os.system('id')\n", {"triton_course": {"module": "triton_course"}},
+     "reaches the module os"),
+    ("def k(q):\n    R.torch.zeros(1)\n", {"R": {"module": "triton_course.relaunch"}}, "reaches the module torch"),
+    ("def k(q):\n    tl.core.builtins.open('/etc/passwd')\n", {"tl": {"module": "triton.language"}}, "builtins"),
+    ("def k(q):\n    triton.runtime.driver\n", {"triton": {"module": "triton"}}, "triton.runtime"),
+    ("def k(q):\n    return ref(q, q, q)\n",
+     {"ref": {"import": "triton_course.attention", "attr": "attention_reference"}}, "neither Triton's language"),
+    # the interpreter's tensors hold NumPy arrays: values may use Triton's attributes only
+    ("def k(q):\n    q.handle.data[:] = 0\n", {}, "`.handle`"),
+    ("def k(q):\n    return NAMES.encode()\n", {"NAMES": "a"}, "`.encode`"),
+    ("def k(q):\n    f = lambda: 0\n", {}, "Lambda"),
+])
+def test_kernel_source_names_only_the_language(source, globals_, words):
+    problems = kernel_source_problems("k", source, globals_)
+    assert words in " ".join(problems), problems
+
+
+def test_the_language_and_the_courses_jit_helpers_pass():
+    source = ("def k(x_ptr, BLOCK: tl.constexpr):\n"
+              "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+              "    x = tl.load(x_ptr + offs, mask=offs < 8, other=0.0).to(tl.float32)\n"
+              "    w = x_ptr.dtype.element_ty.primitive_bitwidth + math.pi + tl.math.exp(x) + x.T.shape[0]\n"
+              "    tl.store(x_ptr + offs, tl.extra.libdevice.rsqrt(x) + triton.language.sum(x, 0), mask=offs < 8)\n")
+    globals_ = {"tl": {"module": "triton.language"}, "math": {"module": "math"}, "triton": {"module": "triton"}}
+    assert kernel_source_problems("k", source, globals_) == []
+
+
+def test_the_relaunch_process_refuses_such_a_kernel_by_itself(tmp_path):
+    """Defence in depth: a record that reached the re-run process with a kernel that leads out of the language
+    is refused there too, before any of its source runs."""
+    from triton_course.relaunch import RelaunchError, _Relaunch
+
+    kernels = {"k": {"name": "k", "source": "def k(q):\n    triton_course.relaunch.os.system('touch /tmp/x')\n",
+                     "globals": {"triton_course": {"module": "triton_course"}}}}
+    with pytest.raises(RelaunchError, match="reaches the module os"):
+        _Relaunch(tmp_path).build("k", kernels)
+
+
+def test_rerun_evidence_names_the_kernels_and_the_scratch_memory(tmp_path):
+    """What the judge reads off an accepted record: the notebook kernels launched (and those they call), and
+    the bytes used besides inputs and outputs: a buffer made in the call, and one kept from an earlier call,
+    in every call that uses it."""
+    _KEPT.clear()
+    s = session(tmp_path, add=add_with_a_kept_buffer)
+    for _ in range(2):
+        result = s.base["add"].remote_call([torch.randn(1000), torch.randn(1000)])
+        evidence = result.rerun
+        assert set(evidence.kernels) == {"_add_kernel", "_shift_kernel"}
+        assert "tl.load(shift_ptr)" in evidence.kernels["_shift_kernel"]
+        guard = result.allocation.buffer.untyped_storage().nbytes() - 1000 * 4   # the harness pads allocations
+        assert guard > 0 and evidence.scratch_bytes == (1000 * 4 + guard) + (4 + guard), evidence.scratch_bytes
+    assert len(s.base["add"].reruns) == 2 and s.base["add"].reruns[-1] == evidence
+    record = {"nonce": "n", "inputs": [0], "outputs": [{"tensor": 1}], "kernels": {},
+              "steps": [{"op": "aten.empty.memory_format", "out": [1], "nbytes": [64], "args": []},
+                        {"op": "aten.empty.memory_format", "out": [2], "nbytes": [8], "args": []},
+                        {"launch": "k", "args": [{"tensor": 2}, {"tensor": 1}, {"tensor": 0}]}]}
+    assert rerun_evidence(record, {}).scratch_bytes == 8
+
+
 def test_answers_handed_over_as_arguments_are_refused(tmp_path):
-    """The re-run would reproduce these (each value is in the record), but no honest call passes hundreds of
-    distinct numbers to its launches."""
-    with pytest.raises(CheckFailed, match="distinct numbers"):
+    """The re-run would reproduce these (each value is in the record), but no honest call passes thousands of
+    bits of numbers to its launches."""
+    with pytest.raises(CheckFailed, match="bits of numbers"):
         _check(session(tmp_path, add=add_value_by_value))
 
 

@@ -52,10 +52,26 @@ UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", 
 POISON_BYTE = 0xFF
 #: Modules a rebuilt kernel may take names from (the language, Python's math, the course's own helpers).
 MODULE_ROOTS = ("triton", "math", "triton_course")
+#: Modules whose dataclasses a launch may take as arguments (the host-side tensor descriptor), and no other:
+#: the re-run constructs them from the record.
+DATACLASS_MODULES = frozenset({"triton.tools.tensor_descriptor"})
+#: Python builtins a kernel may name (the rest of a kernel's names must come from its recorded globals).
+SAFE_BUILTINS = frozenset({
+    "range", "len", "min", "max", "int", "float", "bool", "abs", "print", "isinstance", "tuple", "list", "zip",
+    "enumerate", "divmod", "round", "sum", "any", "all", "str", "True", "False", "None",
+    "ValueError", "AssertionError", "RuntimeError", "NotImplementedError", "TypeError", "IndexError",
+})
+#: Attributes that lead from a value inside a kernel to the interpreter's Python objects (its NumPy arrays).
+_VALUE_ATTRIBUTES_REFUSED = frozenset({"handle", "data", "fn", "src", "run", "cache", "module"})
 
 
 def _module_allowed(name: str) -> bool:
     return name.split(".")[0] in MODULE_ROOTS
+
+
+def _language_module(name: str) -> bool:
+    """A module whose every public object a kernel may use: Triton's language, and Python's math."""
+    return name == "math" or name == "triton.language" or name.startswith("triton.language.")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -108,6 +124,160 @@ def free_names(source: str) -> list[str]:
         if isinstance(node, ast.Name):
             (loads.append(node.id) if isinstance(node.ctx, ast.Load) else stores.add(node.id))
     return [n for n in dict.fromkeys(loads) if n not in bound and n not in stores]
+
+
+# ---------------------------------------------------------------------------------------------------
+# What a kernel's source may name: the language, its arguments, its recorded globals; nothing that leads out
+# ---------------------------------------------------------------------------------------------------
+
+_VALUE_ATTRIBUTES: frozenset[str] | None = None
+
+
+def value_attributes() -> frozenset[str]:
+    """Attributes a kernel may read off its own values (tensors, pointers, dtypes, constexprs, descriptors):
+    the public members of Triton's classes for them, and the instance attributes a kernel reads."""
+    global _VALUE_ATTRIBUTES
+    if _VALUE_ATTRIBUTES is None:
+        import triton.language as tl
+
+        names = {"dtype", "shape", "type", "value", "numel", "element_ty", "T", "block_shape", "strides", "base",
+                 "layout", "name", "primitive_bitwidth", "fp_mantissa_width", "int_bitwidth", "int_signedness",
+                 "exponent_bias", "is_signed"}
+        for cls_name in ("tensor", "dtype", "pointer_type", "block_type", "constexpr", "tensor_descriptor"):
+            cls = getattr(tl, cls_name, None)
+            if isinstance(cls, type):
+                names |= {n for n in dir(cls) if not n.startswith("_")}
+        _VALUE_ATTRIBUTES = frozenset(names - _VALUE_ATTRIBUTES_REFUSED)
+    return _VALUE_ATTRIBUTES
+
+
+def _attribute_chain(node: ast.Attribute) -> tuple[ast.expr, list[str]]:
+    """``a.b.c`` as (the expression ``a``, ["b", "c"])."""
+    attrs: list[str] = []
+    current: ast.expr = node
+    while isinstance(current, ast.Attribute):
+        attrs.append(current.attr)
+        current = current.value
+    return current, attrs[::-1]
+
+
+def _object_allowed(obj: Any, via_course: bool) -> bool:
+    """Whether a kernel may use ``obj``, found by following module attributes: a course or language
+    ``@triton.jit`` function, or (not through the course's modules) an object of Triton's language or math."""
+    if isinstance(obj, _jit_classes()):
+        fn = _python_function(obj)
+        module = getattr(fn, "__module__", "") or ""
+        return module.split(".")[0] == "triton_course" or _language_module(module)
+    if via_course:
+        return False
+    module = getattr(obj, "__module__", None)
+    if not isinstance(module, str):
+        module = type(obj).__module__
+    return _language_module(module) or (isinstance(obj, (int, float, bool)) and not isinstance(obj, type))
+
+
+def _traversable(module: types.ModuleType) -> bool:
+    """A module whose attributes a chain may follow on its way to a language object or a course kernel."""
+    name = module.__name__
+    return _language_module(name) or name == "triton" or name.split(".")[0] == "triton_course"
+
+
+def _follow_modules(module: types.ModuleType, attrs: list[str]) -> tuple[str | None, int]:
+    """Follow ``attrs`` from ``module`` for as long as they are module attributes: (why the chain is refused,
+    or None; how many attributes were followed). The object reached must be one a kernel may use."""
+    obj: Any = module
+    via_course = module.__name__.split(".")[0] == "triton_course"
+    followed = 0
+    for attr in attrs:
+        if not isinstance(obj, types.ModuleType):
+            break
+        if not _traversable(obj):
+            return f"reaches the module {obj.__name__}", followed
+        try:
+            obj = getattr(obj, attr)
+        except AttributeError:
+            return f"does not exist in {obj.__name__}", followed
+        followed += 1
+    if isinstance(obj, types.ModuleType):
+        return (None if _language_module(obj.__name__) else f"reaches the module {obj.__name__}"), followed
+    if not _object_allowed(obj, via_course):
+        what = getattr(obj, "__qualname__", type(obj).__name__)
+        return f"reaches {what}, which is neither Triton's language, math, nor a @triton.jit helper of the course", \
+            followed
+    return None, followed
+
+
+def _import_problems(kernel: str, gname: str, spec: dict[str, Any]) -> list[str]:
+    """The problems of a global that the record says to import (``{"import": module, "attr": qualname}``)."""
+    module_name = str(spec.get("import"))
+    if not _module_allowed(module_name):
+        return [f"the kernel `{kernel}` reads `{gname}` from {module_name}"]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return [f"the kernel `{kernel}` reads `{gname}` from {module_name}, which does not exist"]
+    why, _ = _follow_modules(module, str(spec.get("attr", "")).split("."))
+    return [] if why is None else [f"the kernel `{kernel}` reads `{gname}` ({module_name}.{spec.get('attr')}), which {why}"]
+
+
+def kernel_source_problems(name: str, source: str, globals_spec: dict[str, Any]) -> list[str]:
+    """Why a recorded kernel's source is not a plain Triton function ([] if it is). Under the interpreter a
+    kernel is Python, so it may name only triton.language, math, its own arguments, its recorded constants and
+    the course's ``@triton.jit`` helpers: every attribute chain that starts at a module global is followed here,
+    through modules only, and must end at one of those; attributes of values must be Triton's."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return [f"the recorded source of `{name}` does not parse"]
+    if len(body) != 1 or not isinstance(body[0], ast.FunctionDef) or body[0].name != name or body[0].decorator_list:
+        return [f"the recorded source of `{name}` is not one function of that name"]
+    problems: list[str] = []
+    modules = {g: spec["module"] for g, spec in globals_spec.items() if isinstance(spec, dict) and "module" in spec}
+    chained: set[int] = set()
+    for node in ast.walk(body[0]):
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef, ast.AsyncFunctionDef,
+                             ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)):
+            problems.append(f"the kernel `{name}` contains a {type(node).__name__} statement")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            problems.append(f"the kernel `{name}` reads the private attribute `{node.attr}`")
+        elif isinstance(node, ast.Name) and node.id.startswith("__"):
+            problems.append(f"the kernel `{name}` names `{node.id}`")
+        elif isinstance(node, ast.Attribute) and id(node) not in chained:
+            root, attrs = _attribute_chain(node)
+            inner = node.value
+            while isinstance(inner, ast.Attribute):   # the chain's inner nodes are judged with it
+                chained.add(id(inner))
+                inner = inner.value
+            problems += _chain_problems(name, root, attrs, modules)
+    for gname, spec in globals_spec.items():
+        if isinstance(spec, dict) and "import" in spec:
+            problems += _import_problems(name, gname, spec)
+    outside = [n for n in free_names(source) if n not in globals_spec and n not in SAFE_BUILTINS]
+    if outside:
+        problems.append(f"the kernel `{name}` names {', '.join(f'`{n}`' for n in outside[:4])}, which is neither a "
+                        "global it was launched with nor a builtin a kernel may use")
+    return list(dict.fromkeys(problems))
+
+
+def _chain_problems(kernel: str, root: ast.expr, attrs: list[str], modules: dict[str, str]) -> list[str]:
+    """The problems of one attribute chain ``root.attrs[0].attrs[1]...`` of a kernel."""
+    followed = 0
+    if isinstance(root, ast.Name) and root.id in modules:
+        module_name = str(modules[root.id])
+        if not _module_allowed(module_name):
+            return [f"the kernel `{kernel}` names the module {module_name}"]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            return [f"the kernel `{kernel}` names the module {module_name}, which does not exist"]
+        why, followed = _follow_modules(module, attrs)
+        if why is not None:
+            return [f"the kernel `{kernel}` names `{'.'.join([root.id, *attrs[:followed + 1]])}`, which {why}"]
+    refused = [a for a in attrs[followed:] if a not in value_attributes()]
+    if refused:
+        return [f"the kernel `{kernel}` reads `.{refused[0]}`, which is not an attribute of Triton's tensors, "
+                "pointers or dtypes (a kernel computes with triton.language, nothing else)"]
+    return []
 
 
 def _jit_classes() -> tuple[type, ...]:
@@ -230,6 +400,10 @@ class LaunchRecord:
         """``v`` as JSON the relaunch can turn back into the same argument."""
         if isinstance(v, torch.Tensor):
             return self.ref(v)
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v).bit_length() > 64:
+            self.problems.append(f"a launch or operator received an integer of {abs(v).bit_length():,} bits; Triton's "
+                                 "arguments and constexprs hold at most 64")
+            return {"unsupported": "int"}
         if v is None or isinstance(v, (bool, int, str)):
             return v
         if isinstance(v, float):
@@ -245,7 +419,7 @@ class LaunchRecord:
             return {"constexpr": self.value(v.value, depth + 1)}
         if tl is not None and isinstance(v, tl.dtype) and type(v) is tl.dtype:
             return {"tl_dtype": v.name}
-        if dataclasses.is_dataclass(v) and not isinstance(v, type) and type(v).__module__.startswith("triton."):
+        if dataclasses.is_dataclass(v) and not isinstance(v, type) and type(v).__module__ in DATACLASS_MODULES:
             return {"dataclass": f"{type(v).__module__}:{type(v).__qualname__}",
                     "fields": {f.name: self.value(getattr(v, f.name), depth + 1) for f in dataclasses.fields(v)}}
         self.problems.append(f"a launch or operator received a {type(v).__name__}, which the grader cannot re-create")
@@ -346,8 +520,9 @@ class LaunchRecord:
                 "kwargs": {k: self.value(v) for k, v in kwargs.items()}, "out": []}
         for t in outs:
             storage = t.untyped_storage()
-            step["out"].append(self.storages.add(storage) if any(t is n for n in new) and
-                               self.storages.find(storage) is None else None)
+            fresh = any(t is n for n in new) and self.storages.find(storage) is None
+            step["out"].append(self.storages.add(storage) if fresh else None)
+            step.setdefault("nbytes", []).append(storage.nbytes() if fresh else 0)
         if name in UNINITIALISED:
             step["poison"] = True
         self.steps.append(step)
@@ -402,9 +577,9 @@ class _Relaunch:
             self.built[key] = kernel
             return kernel
         name, source = str(desc["name"]), str(desc["source"])
-        body = ast.parse(source).body
-        if len(body) != 1 or not isinstance(body[0], ast.FunctionDef) or body[0].name != name or body[0].decorator_list:
-            raise RelaunchError(f"the source recorded for `{name}` is not one undecorated function of that name")
+        problems = kernel_source_problems(name, source, dict(desc.get("globals", {})))
+        if problems:   # the judge refused such a record already: this process holds the same line by itself
+            raise RelaunchError("; ".join(problems[:3]))
         modname = f"relaunched_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         path = self.workdir / f"{modname}.py"
         path.write_text(source)
@@ -486,8 +661,8 @@ class _Relaunch:
                 return tl.dtype(str(v["tl_dtype"]))
             if "dataclass" in v:
                 module, _, qualname = str(v["dataclass"]).partition(":")
-                if module.split(".")[0] != "triton":
-                    raise RelaunchError(f"{module} is not part of Triton")
+                if module not in DATACLASS_MODULES:
+                    raise RelaunchError(f"{module} is not a module of Triton's launch arguments")
                 cls = getattr(importlib.import_module(module), qualname)
                 if not dataclasses.is_dataclass(cls):
                     raise RelaunchError(f"{qualname} is not a dataclass")
