@@ -1,6 +1,7 @@
-"""Chapter 03 (vector add): each hint names only its own mistake, the example mistakes fail with it, the
-chapter's PTX and launch-sweep cells read what results/chapters/03_vector_add.py records, and the recorded
-H200 figures back the notebook's claims.
+"""Chapter 03 (vector add): each hint names only its own mistake, the example mistakes fail with it, every load
+whose mask does not mask (tests/mask_corpus.py) loses the mask test alone, the chapter's PTX and launch-sweep
+cells read what results/chapters/03_vector_add.py records, and the recorded H200 figures back the notebook's
+claims.
 
 The example corpus of this chapter is also graded by tests/test_autograde.py (real nbgrader) and
 tests/test_grader_safety.py (the cheats); here the answer files run through the judge in this process.
@@ -16,13 +17,17 @@ import nbformat
 import pytest
 import torch
 
-from grader.course import solution_notebook
+from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook
 from tests.conftest import ROOT, main_path, run_with_answers
 from tests.conftest import judge_defs as shared_judge_defs
+from tests.mask_corpus import DODGES, self_check
+from tests.safety.transforms import SAFETY_ANSWERS
 from triton_course.checks import CheckFailed, check, tolerance_for
 
 CHAPTER = "03_vector_add"
-TESTS = {"test_add_ragged", "test_add_fp16", "test_add_2d", "test_add_writes_exactly_n", "test_add_bandwidth"}
+TESTS = {"test_add_ragged", "test_add_fp16", "test_add_2d", "test_add_writes_exactly_n", "test_add_gpu_sizes",
+         "test_add_bandwidth"}
+MASK_TEST = "test_add_writes_exactly_n"
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,6 +63,31 @@ def test_correct_kernel_passes_and_mistakes_name_no_other_trap():
         assert "equals one input" not in message and "not one element" not in message
     for message in outcomes("lia_loads_x_twice").values():
         assert "stop short" not in message and "not one element" not in message
+
+
+# --- a mask that does not mask: every class loses the mask test, and only it ------------------------------
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("student, why", DODGES.items())
+def test_a_mask_that_cannot_be_false_loses_the_mask_test_naming_the_load(student, why):
+    """mask=None (keyword or positional), a constant or always-true mask, and an unmasked second kernel that add
+    launches beside its masked add_kernel: the values are right, so only the source tells. The notebook's own
+    self-check says the same, so a student who passes it keeps the point."""
+    got = run_with_answers(CHAPTER, student, root=SAFETY_ANSWERS)
+    message = got[MASK_TEST]
+    assert message.startswith("CheckFailed") and why in message, message
+    kernel = "add_tail_kernel" if "second_kernel" in student else "add_kernel"
+    assert f"of {kernel}: tl.load(x_ptr + idx" in message and f"of {kernel}: tl.load(y_ptr + idx" in message, message
+    assert all(v == "passed" for gid, v in got.items() if gid != MASK_TEST), got
+    checked = self_check(CHAPTER, student)
+    assert why in checked and f"of {kernel}: tl.load(x_ptr + idx" in checked, checked
+
+
+@pytest.mark.notebook
+def test_the_honest_student_graded_after_the_dodges_keeps_every_point_and_passes_the_self_check():
+    got = run_with_answers(CHAPTER, "ada_correct")      # not the cached run: graded after every dodge above
+    assert set(got) == TESTS and all(v == "passed" for v in got.values()), got
+    assert self_check(CHAPTER, "ada_correct", EXAMPLE_SUBMISSIONS) == "passed"
 
 
 # --- the hints, each beside the mistake it names and beside the others ----------------------------------

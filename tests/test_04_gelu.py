@@ -3,12 +3,13 @@ only its own mistake, bfloat16 is graded only where it runs, the chapter's claim
 H200 figures back what the notebook says.
 
 Each answer file runs against the hidden tests under Triton's interpreter (through the grader's judge), and
-one (the textbook tanh) also goes through real nbgrader autograde. A kernel whose load has no mask computes
-the right values (the store is masked, and the interpreter does not fault), so only the static check of the
-kernel's source catches it. The twice-the-bytes kernel computes the right values, so here (no GPU) it
-loses nothing: its failure is the bandwidth check on a GPU, recorded in results/04_gelu.json. A kernel that
-is wrong only at the benchmark's size passes every correctness test; the judge's timed protocol, run here on
-the CPU with a small size, must catch it.
+one (the textbook tanh) also goes through real nbgrader autograde. A kernel whose load has no mask, or a mask
+that cannot be False (tests/mask_corpus.py), computes the right values (the store is masked, and the
+interpreter does not fault), so only the static check of the kernels' source catches it. The twice-the-bytes
+kernel computes the right values, so here (no GPU) it loses nothing: its failure is the bandwidth check on a
+GPU, recorded in results/04_gelu.json. A kernel that is wrong only at the benchmark's size passes every
+correctness test here; on a GPU the test at sizes of many blocks catches it (tests/test_gpu_sizes.py), and the
+judge's timed protocol, run here on the CPU with a small size, must catch it too.
 """
 
 from __future__ import annotations
@@ -25,15 +26,18 @@ import pytest
 import torch
 
 from grader.autograde import find_submissions, grade_all
-from grader.course import solution_notebook
+from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook
 from grader.examples import build_submissions
 from tests.conftest import ROOT, main_path, run_with_answers
 from tests.conftest import judge_defs as shared_judge_defs
+from tests.mask_corpus import DODGES, self_check
+from tests.safety.transforms import SAFETY_ANSWERS
 from triton_course.checks import CheckFailed, check
 
 CHAPTER = "04_gelu"
 CORRECTNESS = {"test_gelu_shapes", "test_gelu_fp16", "test_gelu_large_inputs"}
-TESTS = CORRECTNESS | {"test_gelu_bf16", "test_gelu_bandwidth"}
+TESTS = CORRECTNESS | {"test_gelu_bf16", "test_gelu_gpu_sizes", "test_gelu_bandwidth"}
+MASK_TEST = "test_gelu_shapes"   # the mask check is the first thing it does
 
 
 @functools.lru_cache(maxsize=None)
@@ -91,10 +95,48 @@ def test_unmasked_load_loses_the_shapes_test_naming_the_load():
 
 
 @pytest.mark.notebook
+@pytest.mark.parametrize("student, why", DODGES.items())
+def test_a_mask_that_cannot_be_false_loses_the_mask_test_naming_the_load(student, why):
+    """mask=None (keyword or positional), a constant or always-true mask, and an unmasked second kernel that gelu
+    launches beside its masked gelu_kernel: the values are right, so only the source tells. The notebook's own
+    self-check says the same, so a student who passes it keeps these points."""
+    got = run_with_answers(CHAPTER, student, root=SAFETY_ANSWERS)
+    message = got[MASK_TEST]
+    assert message.startswith("CheckFailed") and why in message, message
+    kernel = "gelu_tail_kernel" if "second_kernel" in student else "gelu_kernel"
+    assert f"of {kernel}: tl.load(x_ptr + idx" in message, message
+    assert all(v == "passed" for gid, v in got.items() if gid != MASK_TEST), got
+    checked = self_check(CHAPTER, student)
+    assert why in checked and f"of {kernel}: tl.load(x_ptr + idx" in checked, checked
+
+
+@pytest.mark.notebook
+def test_an_unmasked_second_kernel_is_read_by_real_autograde(tmp_path):
+    """Through nbgrader, the sandbox and the second sandbox that re-runs the launches: the kernels the judge reads
+    are those of the launch records it re-ran, and the unmasked one costs the shapes test alone."""
+    build_submissions(CHAPTER, tmp_path / "submitted", root=SAFETY_ANSWERS)
+    subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student == "hugo_unmasked_second_kernel"]
+    records = {r.grade_id: r for r in grade_all(subs, tmp_path / "out", workers=1, feedback=False)}
+    shapes = records[MASK_TEST]
+    assert shapes.status == "failed" and shapes.points == 0, shapes
+    assert "line 3 of gelu_tail_kernel: tl.load(x_ptr + idx)" in shapes.message and "has no mask" in shapes.message
+    assert all(records[gid].status == "passed" for gid in CORRECTNESS - {MASK_TEST}), records
+    assert records["test_gelu_gpu_sizes"].status == "not_graded", records["test_gelu_gpu_sizes"]
+
+
+@pytest.mark.notebook
+def test_the_honest_student_graded_after_the_dodges_keeps_every_point_and_passes_the_self_check():
+    got = run_with_answers(CHAPTER, "ada_correct")      # not the cached run: graded after every dodge above
+    assert set(got) == TESTS and all(v == "passed" for v in got.values()), got
+    assert self_check(CHAPTER, "ada_correct", EXAMPLE_SUBMISSIONS) == "passed"
+
+
+@pytest.mark.notebook
 def test_naive_tanh_by_real_autograde_and_bfloat16_not_graded_on_the_cpu(tmp_path):
     """The textbook tanh loses the large-input test with the hint that names the overflow; the bfloat16 test
-    is reported as not graded (0 points, nothing lost) on this CPU. (A correct answer keeps every gradable point
-    through real autograde: the solution in tests/test_autograde.py, ada_correct through the judge here.)"""
+    and the test at sizes of many blocks are reported as not graded (0 points, nothing lost) on this CPU. (A
+    correct answer keeps every gradable point through real autograde: the solution in tests/test_autograde.py,
+    ada_correct through the judge here.)"""
     build_submissions(CHAPTER, tmp_path / "submitted")
     subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student == "cleo_naive_tanh"]
     records = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2, feedback=False)}
@@ -105,6 +147,9 @@ def test_naive_tanh_by_real_autograde_and_bfloat16_not_graded_on_the_cpu(tmp_pat
     bf16 = records[("cleo_naive_tanh", "test_gelu_bf16")]
     assert bf16.status == "not_graded" and bf16.points == 0, bf16
     assert bf16.message.startswith("NOT GRADED") and "bfloat16 skipped" in bf16.message
+    sizes = records[("cleo_naive_tanh", "test_gelu_gpu_sizes")]     # at_gpu_sizes: never a pass on the CPU
+    assert sizes.status == "not_graded" and sizes.points == 0 and sizes.max_points == 1, sizes
+    assert sizes.message.startswith("NOT GRADED") and "2^26" in sizes.message, sizes.message
 
 
 @pytest.mark.notebook

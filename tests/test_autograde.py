@@ -35,13 +35,13 @@ def _solution_answers(chapter):
 EXPECTED_03 = {
     "ada_correct": {"test_add_ragged": (2.0, "passed"), "test_add_fp16": (1.0, "passed"),
                     "test_add_2d": (1.0, "passed"), "test_add_writes_exactly_n": (1.0, "passed"),
-                    "test_add_bandwidth": (0.0, "not_graded")},
+                    "test_add_gpu_sizes": (0.0, "not_graded"), "test_add_bandwidth": (0.0, "not_graded")},
     "dev_floor_grid": {"test_add_ragged": (0.0, "failed"), "test_add_fp16": (0.0, "failed"),
                        "test_add_2d": (0.0, "failed"), "test_add_writes_exactly_n": (0.0, "failed"),
-                       "test_add_bandwidth": (0.0, "not_graded")},
+                       "test_add_gpu_sizes": (0.0, "not_graded"), "test_add_bandwidth": (0.0, "not_graded")},
     "eve_float32_out": {"test_add_ragged": (2.0, "passed"), "test_add_fp16": (0.0, "failed"),
                         "test_add_2d": (1.0, "passed"), "test_add_writes_exactly_n": (1.0, "passed"),
-                        "test_add_bandwidth": (0.0, "not_graded")},
+                        "test_add_gpu_sizes": (0.0, "not_graded"), "test_add_bandwidth": (0.0, "not_graded")},
 }
 
 

@@ -506,6 +506,9 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
                 got = fn(*args)
             except Exception as exc:  # the student's code failed: explain, don't dump Triton internals
                 raise CheckFailed(explain_exception(exc, label)) from None
+        from .static import note_launches
+
+        note_launches(fn, launches.kernels)   # for check_masked_loads(..., launched_by=fn)
         if (require_kernel_default() if require_kernel is None else require_kernel) and launches.count == 0:
             raise CheckFailed(f"{label} returned without launching a Triton kernel. The grader awards points "
                               "only for results your Triton kernel computes (not PyTorch, NumPy or stored "

@@ -102,6 +102,9 @@ class KernelLaunches:
     def __init__(self, record: Any = None) -> None:
         self.count = 0
         self.written: set[int] = set()
+        #: every kernel launched inside the block, once each (Triton's kernel objects; for Triton 3.5's
+        #: GridExecutor, the function it runs): what triton_course.static reads the masks of
+        self.kernels: list[Any] = []
         self.record = record
         self._saved: list[tuple[type, str, Callable[..., Any]]] = []
 
@@ -117,6 +120,9 @@ class KernelLaunches:
                 if not kwargs.get("warmup", False):
                     self.count += 1
                     self.written.update(received_storages((*args, *kwargs.values())))
+                    kernel = fn_self.fn if type(fn_self).__name__ == "GridExecutor" else fn_self
+                    if not any(kernel is k for k in self.kernels):
+                        self.kernels.append(kernel)
                     if self.record is not None and not inside_launch():
                         step = self._record(fn_self, args, kwargs)
                 _DEPTH.n = getattr(_DEPTH, "n", 0) + 1
