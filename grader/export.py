@@ -371,8 +371,8 @@ def export(dirs: list[Path], fmt: str, out: Path, *, submitted: list[Path] = (),
         result.notes.append(f"{len(empty)} student(s) with no gradable submission have an empty cell, not 0: "
                             + ", ".join(f"{g.identity.folder} ({g.state})" for g in empty[:10]))
     if not_graded:
-        result.notes.append(f"NOT GRADED: {len(not_graded)} grade(s) include performance points that were not graded "
-                            "(no GPU); they are 0 here: " + "; ".join(not_graded[:10]))
+        result.notes.append(f"NOT GRADED: {len(not_graded)} grade(s) include points of GPU-only checks that were "
+                            "not graded (no GPU); they are 0 here: " + "; ".join(not_graded[:10]))
     for group in twins:
         result.notes.append("students with the same name kept apart by their LMS ids: " + ", ".join(group))
     return result

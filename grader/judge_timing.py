@@ -25,7 +25,8 @@ One timed round of a student's function:
 4. **The work is the kernel's.** The operators and launches of the timed loop are held to
    :func:`grader.judge.work_problems`, as every correctness call is.
 5. **The yardstick is the judge's alone.** What the judge times itself beside the student's kernel (the
-   same-size copy of a bandwidth check here, the library's product of :func:`triton_course.matmul.tflops_points`)
+   same-size copy of a bandwidth check here, the library's product of :func:`triton_course.matmul.tflops_points`,
+   the baseline of :func:`triton_course.grading.throughput_points` through :func:`verified_against_baseline`)
    runs with the submission's own sandboxes frozen and the GPU drained (:meth:`grader.gpu_lock.GpuLock.quieted`):
    a thread of the student's kernel, or work it left queued, would otherwise share the GPU with the yardstick
    and lower the target. A large copy that still ran far below the GPU's calibrated copy bandwidth was disturbed
@@ -44,6 +45,7 @@ from typing import Any
 import torch
 
 from grader.judge import JudgeSession, StudentFunction, work_problems
+from grader.phases import phase
 from triton_course.checks import CheckFailed, compare, describe
 from triton_course.harness import NAMES, load_tensor
 from triton_course.timing_harness import BLOCK, build_args, fingerprints
@@ -126,6 +128,7 @@ def _output_bytes(templates: Sequence[Any], reference: Callable[..., Any]) -> in
         return max((t.numel() * t.element_size() for t in tensors), default=0)
 
 
+@phase("timing")
 def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
                 tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str, round_no: int = 0,
                 timeout_s: float = 300.0, same_size_copy: int = 0) -> tuple[float, int]:
@@ -398,6 +401,7 @@ def gbps(nbytes: int, ms: float) -> float:
     return nbytes / (max(ms, 1e-9) * 1e-3) / 1e9
 
 
+@phase("timing")
 def time_same_size_copy(session: JudgeSession, dtype: torch.dtype, numel: int, calls: int) -> float:
     """Milliseconds per copy of ``numel`` elements of ``dtype``, ``calls`` copies back to back, timed by the
     judge in its own process (no student code) on the GPU the student's kernel uses.
@@ -470,3 +474,43 @@ def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any
 
 def timing_on_cpu() -> bool:
     return os.environ.get(TIME_ON_CPU_ENV) == "1"
+
+
+@phase("timing")
+def baseline_ms(session: JudgeSession, baseline: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]]) -> float:
+    """Milliseconds per call of ``baseline`` (trusted code: the library a kernel is held to), timed here in the
+    judge's process on the GPU the student's kernel uses, with :func:`triton_course.bench.steady_ms`, while the
+    submission's own sandboxes are frozen (their threads or queued work must not slow the yardstick). Under the
+    interpreter (the course's own tests of the protocol) a host clock, whose numbers mean nothing."""
+    from triton_course.device import current
+    from triton_course.grading import quiet_stderr
+
+    with quiet_stderr(), session.gpu_lock.exclusive(quiet=session.own_sandboxes):
+        if current().is_gpu:
+            from triton_course.bench import steady_ms
+
+            ms = steady_ms(baseline, make_inputs)
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()   # the student's kernel shares this GPU: leave it the memory
+            return ms
+        inputs = list(make_inputs())
+        baseline(*inputs)
+        t0 = time.perf_counter()
+        baseline(*inputs)
+        return max((time.perf_counter() - t0) * 1e3, 1e-6)
+
+
+def verified_against_baseline(fn: StudentFunction, baseline: Callable[..., Any],
+                              make_inputs: Callable[[], Sequence[Any]], *, fraction: float, what: str,
+                              reference: Callable[..., torch.Tensor],
+                              tolerances: Callable[[torch.dtype], tuple[float, float]]) -> tuple[float, float]:
+    """(ms per call of the student's function, ms per call of ``baseline``) on the same work: the baseline timed
+    by the judge (:func:`baseline_ms`), the student's function in verified rounds on inputs drawn from secret keys
+    (:func:`best_verified_ms`: every timed output checked against ``reference``), stopping at the first round that
+    reaches ``fraction`` of the baseline's speed. Any throughput against a trusted library is the ratio of these
+    two times (:func:`triton_course.grading.throughput_points`)."""
+    templates = list(make_inputs())
+    theirs = baseline_ms(fn.session, baseline, make_inputs)
+    ours = best_verified_ms(fn, templates, reference, tolerances, what=what,
+                            good_enough=lambda ms: theirs >= fraction * ms)
+    return ours, theirs

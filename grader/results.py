@@ -74,5 +74,6 @@ def summary_table(records: list[GradeRecord]) -> str:
         lines.append(f"{r['student']:<{w}}  {r['assignment']:<16} {pts:>12}  {st}")
     ng = sum(r["not_graded_points"] for r in rows)
     if ng:
-        lines.append(f"NOT GRADED: {ng:g} points of performance checks need a GPU and were not awarded on this machine.")
+        lines.append(f"NOT GRADED: {ng:g} points of checks that need a GPU (speed, and correctness at GPU sizes) were "
+                     "not awarded on this machine.")
     return "\n".join(lines)

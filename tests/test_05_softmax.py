@@ -19,13 +19,18 @@ import triton.language as tl
 from grader.autograde import find_submissions, grade_all
 from grader.examples import build_submissions
 from tests.conftest import ROOT, run_with_answers
+from tests.gpu_sizes import (GRID_AXIS_LIMIT, MAX_INPUT_BYTES, cell_source, ends_with_at_gpu_sizes,
+                             largest_rows_per_program, row_launches, run_cell, spans_many_programs)
 from triton_course.checks import CheckFailed, check
 from triton_course.softmax import HINTS, reference, strided_rows, tolerance, tolerance_rounded_once, with_neg_inf
 
 CHAPTER = "05_softmax"
 TESTS = {"test_softmax_shapes", "test_softmax_large_values", "test_softmax_neg_inf", "test_softmax_fp16",
-         "test_softmax_strided", "test_softmax_input_untouched", "test_softmax_bandwidth",
-         "test_softmax_long_sizes", "test_softmax_long_traps"}
+         "test_softmax_strided", "test_softmax_input_untouched", "test_softmax_gpu_sizes", "test_softmax_bandwidth",
+         "test_softmax_long_sizes", "test_softmax_long_traps", "test_softmax_long_gpu_sizes"}
+#: Correctness at sizes only a GPU runs in reasonable time: not graded on the CPU, like the bandwidth check.
+GPU_TESTS = ("test_softmax_gpu_sizes", "test_softmax_long_gpu_sizes")
+NOT_GRADED_HERE = {"test_softmax_bandwidth", *GPU_TESTS}
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,13 +60,14 @@ def test_right_values_pass_every_test_here(student):
 @pytest.mark.notebook
 @pytest.mark.xdist_group("softmax_class")  # the graded class is made once per run
 def test_twice_the_bytes_passes_everything_gradable_on_a_cpu(graded):
-    """Correct but slow: only the bandwidth check (on a GPU) can fail it; see results/05_softmax.json."""
+    """Correct but slow: only the bandwidth check (on a GPU) can fail it; see results/05_softmax.json. The checks at
+    GPU sizes are not graded here either (never passed)."""
     for student in ("hal_two_pass",):
         records = [r for (s, _), r in graded.items() if s == student]
         assert records
         for r in records:
-            if r.grade_id == "test_softmax_bandwidth":
-                assert r.status == "not_graded" and r.points == 0, r
+            if r.grade_id in NOT_GRADED_HERE:
+                assert r.status == "not_graded" and r.points == 0 and r.message.startswith("NOT GRADED"), r
             else:
                 assert r.status == "passed" and r.points == r.max_points, r
 
@@ -75,7 +81,9 @@ def test_float16_math_loses_the_float16_test_by_real_autograde(graded):
     assert fp16.status == "failed" and fp16.points == 0, fp16
     assert "computed in float16?" in fp16.message, fp16.message
     for (student, grade_id), r in graded.items():
-        if student == "jay_fp16_math" and grade_id not in ("test_softmax_fp16", "test_softmax_bandwidth"):
+        if student == "jay_fp16_math" and grade_id in NOT_GRADED_HERE:
+            assert r.status == "not_graded" and r.points == 0, r
+        elif student == "jay_fp16_math" and grade_id != "test_softmax_fp16":
             assert r.status == "passed" and r.points == r.max_points, r
 
 
@@ -457,19 +465,23 @@ def test_recorded_launch_figures_are_read_by_shape():
         recorded_launch_gbps("05_softmax", 777)
 
 
-def _solution_config():
-    """The solution's softmax_config, read from its softmax cell (the kernel is defined, nothing launched)."""
-    import triton
-    import triton.language as tl
-
+@functools.lru_cache(maxsize=None)
+def _solution_cell(grade_id: str) -> dict:
+    """The namespace of the solution's cell ``grade_id`` (``softmax`` or ``softmax_long``), run on its own: kernels
+    defined, nothing launched."""
     from grader.course import solution_notebook
     from triton_course.inputs import BadInputError, expect
 
     nb = json.loads(solution_notebook(CHAPTER).read_text())
-    cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "softmax")
+    cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
     ns = dict(functools=functools, torch=torch, triton=triton, tl=tl, expect=expect, BadInputError=BadInputError)
     exec("".join(cell["source"]), ns)
-    return ns["softmax_config"]
+    return ns
+
+
+def _solution_config():
+    """The solution's softmax_config, read from its softmax cell (the kernel is defined, nothing launched)."""
+    return _solution_cell("softmax")["softmax_config"]
 
 
 def test_launch_rule_picks_what_the_sweeps_measured_fastest():
@@ -509,3 +521,98 @@ def test_launch_rule_reads_the_row_and_the_input():
     assert config(4096, 1000, 4) == (1024, 2, 4, True)
     assert config(3, 100, 4) == (128, 4, 4, True)    # 512-byte rows, 4 per program (3 rows: one program)
     assert config(1, 32768, 4) == (32768, 1, 16, True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Correctness at GPU sizes (many programs, rows of many chunks): graded on a GPU, not graded under the interpreter
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("grade_id", GPU_TESTS)
+def test_tests_at_gpu_sizes_are_not_graded_under_the_interpreter(grade_id):
+    """Each prints NOT GRADED and scores 0 here (the grader reports not_graded, never passed); its score is
+    at_gpu_sizes' with the cell's own point."""
+    printed, score, _ = run_cell(CHAPTER, grade_id)
+    assert score == 0 and printed.startswith("NOT GRADED"), printed
+    assert ends_with_at_gpu_sizes(CHAPTER, grade_id)
+
+
+def test_softmax_at_gpu_sizes_spans_many_programs_of_the_launch_rule():
+    """The softmax test at GPU sizes, launched by the solution's rule as on a GPU: the largest stack of short rows the
+    rule ever takes (1024 rows of one float16 value) at several program counts, stacked rows at more, each with a
+    ragged last program; more rows than a grid's second axis holds; rows of MAX_COLS values and rows of over half of
+    it that are not a power of two, in 16 and 32 bits; and the bandwidth check's 4096 x 4096 float32. All within a
+    T4."""
+    _, _, ns = run_cell(CHAPTER, "test_softmax_gpu_sizes")
+    solution = _solution_cell("softmax")
+    rows = lambda m, n, size: solution["softmax_config"](m, n, size)[1]  # noqa: E731
+    launches = row_launches([((m, n), dtype) for m, n, dtype in ns["GPU_SIZES"]], rows)
+    largest = largest_rows_per_program(rows, solution["MAX_COLS"])
+    assert largest == 1024
+    assert not spans_many_programs(launches, largest), spans_many_programs(launches, largest)
+    max_cols = solution["MAX_COLS"]
+    assert any(x.n == max_cols for x in launches)
+    for size in (2, 4):
+        assert any(x.element_size == size and max_cols // 2 < x.n and x.n & (x.n - 1) for x in launches), size
+    bandwidth, _ = cell_source(CHAPTER, "test_softmax_bandwidth")
+    assert "M = N = 4096" in bandwidth and "torch.randn(M, N, device=dev)" in bandwidth
+    assert any(x.shape == (4096, 4096) and x.element_size == 4 for x in launches)
+
+
+def test_softmax_long_at_gpu_sizes_spans_several_of_the_longest_chunks():
+    """Rows of two to five chunks of 2^16 values (the longest a GPU may loop over), each with a ragged last chunk, in
+    16 and 32 bits; -inf entries across chunk boundaries; a thousand rows of several of the solution's chunks; more
+    rows than a grid's second axis holds (softmax_long launches a program per row). All within a T4."""
+    source, _ = cell_source(CHAPTER, "test_softmax_long_gpu_sizes")
+    _, _, ns = run_cell(CHAPTER, "test_softmax_long_gpu_sizes")
+    sizes, longest = ns["GPU_SIZES"], 2**16
+    chunks = {-(-n // longest) for _, n, _ in sizes if n > longest and n % longest}
+    assert len(chunks) >= 3 and min(chunks) == 2 and max(chunks) >= 5, chunks
+    assert {dtype for _, n, dtype in sizes if n > 2 * longest} == {torch.float16, torch.float32}
+    chunk = _solution_cell("softmax_long")["CHUNK"]
+    assert any(m >= 1000 and n > chunk and n % chunk for m, n, _ in sizes)
+    assert any(m > GRID_AXIS_LIMIT for m, _, _ in sizes)
+    assert "with_neg_inf(5, 200001" in source
+    launches = row_launches([((m, n), dtype) for m, n, dtype in sizes], lambda m, n, size: 1)
+    assert sum(x.rows * x.n * x.element_size for x in launches) < MAX_INPUT_BYTES
+
+
+def test_a_softmax_wrong_past_some_size_loses_the_point_at_gpu_sizes_and_is_told_the_size(monkeypatch):
+    """With at_gpu_sizes told it runs on a GPU, the test's checks run at its sizes (here with PyTorch stand-ins for
+    the kernel, outside the grader, which would refuse them): a softmax right on the first 65535 rows of an input
+    and wrong past them loses the point, and the failure names the size; right everywhere, it earns the point."""
+    import types
+
+    import triton_course.grading as grading
+    from triton_course import integrity
+
+    monkeypatch.setattr(grading, "current", lambda: types.SimpleNamespace(interpreted=False))
+    monkeypatch.setenv(integrity.REQUIRE_KERNEL_ENV, "0")
+
+    def right(x):
+        return torch.softmax(x.double(), dim=-1).to(x.dtype)
+
+    def wrong_past_the_grid_axis(x):
+        out = torch.empty_like(x)            # the rows a grid's second axis cannot reach are never written
+        out[:GRID_AXIS_LIMIT] = right(x[:GRID_AXIS_LIMIT])
+        return out
+
+    printed, score, _ = run_cell(CHAPTER, "test_softmax_gpu_sizes", {"softmax": right})
+    assert score == 1 and "correct at every size" in printed
+    with pytest.raises(CheckFailed, match=r"(?s)\(float32\[70001, 7\]\):\n.*never written"):
+        run_cell(CHAPTER, "test_softmax_gpu_sizes", {"softmax": wrong_past_the_grid_axis})
+
+
+@pytest.mark.notebook
+def test_an_online_softmax_that_never_rescales_loses_the_extensions_tests_here():
+    """tests/safety/05_softmax/kim_online_sum_not_rescaled, right on rows of one chunk and wrong on rows of several:
+    it loses both of the extension's tests on the CPU, its rows of 50000 values named by the rescale hint; softmax
+    (the solution's) keeps every point, and the extension's test at GPU sizes is not graded here."""
+    from tests.safety.transforms import SAFETY_ANSWERS
+
+    got = run_with_answers(CHAPTER, "kim_online_sum_not_rescaled", root=SAFETY_ANSWERS)
+    assert set(got) == TESTS
+    lost = ("test_softmax_long_sizes", "test_softmax_long_traps")
+    for grade_id in lost:
+        assert got[grade_id].startswith("CheckFailed: softmax_long("), got[grade_id]
+    assert "multiplied by exp(m - m_new)" in got["test_softmax_long_traps"], got["test_softmax_long_traps"]
+    assert all(v == "passed" for k, v in got.items() if k not in lost), got

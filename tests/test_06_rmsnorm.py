@@ -18,6 +18,8 @@ import pytest
 from grader.autograde import find_submissions, grade_all
 from grader.examples import build_submissions
 from tests.conftest import ROOT, run_with_answers
+from tests.gpu_sizes import (GRID_AXIS_LIMIT, cell_source, ends_with_at_gpu_sizes, largest_rows_per_program,
+                             row_launches, run_cell, solution_cell, spans_many_programs)
 
 pytestmark = pytest.mark.notebook
 
@@ -28,7 +30,8 @@ CHAPTER = "06_rmsnorm"
 def test_right_values_pass_every_test_here(student):
     outcomes = run_with_answers(CHAPTER, student)
     assert set(outcomes) >= {"test_rmsnorm_shapes", "test_rmsnorm_strided", "test_rmsnorm_fp16",
-                             "test_rmsnorm_eps", "test_rmsnorm_rstd", "test_rmsnorm_bf16", "test_rmsnorm_bandwidth"}
+                             "test_rmsnorm_eps", "test_rmsnorm_rstd", "test_rmsnorm_gpu_sizes", "test_rmsnorm_bf16",
+                             "test_rmsnorm_bandwidth"}
     assert all(v == "passed" for v in outcomes.values()), outcomes
 
 
@@ -505,3 +508,83 @@ def test_the_cheat_that_spins_the_gpu_after_its_timed_loops_is_otherwise_correct
     assert harness._serve_timing.__qualname__.endswith("_spin_after_each_timed_loop.<locals>.serve")
     assert set(outcomes) >= {"test_rmsnorm_shapes", "test_rmsnorm_rstd", "test_rmsnorm_bandwidth"}
     assert all(outcome == "passed" for outcome in outcomes.values()), outcomes
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Rows of several blocks on the CPU, and correctness at GPU sizes (graded on a GPU, not graded under the interpreter)
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_the_test_at_gpu_sizes_is_not_graded_under_the_interpreter():
+    printed, score, _ = run_cell(CHAPTER, "test_rmsnorm_gpu_sizes")
+    assert score == 0 and printed.startswith("NOT GRADED"), printed
+    assert ends_with_at_gpu_sizes(CHAPTER, "test_rmsnorm_gpu_sizes")
+
+
+def test_the_test_at_gpu_sizes_spans_many_programs_of_the_launch_rule_and_rows_of_many_blocks():
+    """Both functions, launched by the solution's rule as on a GPU: the largest stack of short rows it ever takes
+    (1024 rows of one float16 value) at several program counts, stacked rows at more, each with a ragged last
+    program; more rows than a grid's second axis holds; rows wider than 64 KB in both dtypes and than 65536 values,
+    of odd length (a ragged last block for any block a kernel may loop over); the bandwidth check's 4096 x 4096
+    float16. All within a T4."""
+    import torch
+
+    source, _ = cell_source(CHAPTER, "test_rmsnorm_gpu_sizes")
+    assert "check_all(rmsnorm, " in source and "check_all(rmsnorm_with_rstd, " in source
+    _, _, ns = run_cell(CHAPTER, "test_rmsnorm_gpu_sizes")
+    config = solution_cell(CHAPTER, "rmsnorm")["launch_config"]
+    rows = lambda m, n, size: config(m, n, size)[1]  # noqa: E731
+    launches = row_launches(ns["GPU_SIZES"], rows)
+    largest = largest_rows_per_program(rows, 65536)
+    assert largest == 1024
+    assert not spans_many_programs(launches, largest), spans_many_programs(launches, largest)
+    for size in (2, 4):
+        assert any(x.element_size == size and x.n * size > 65536 and x.n % 2 for x in launches), size
+    assert any(x.n > 65536 and x.n % 2 for x in launches)
+    bandwidth, _ = cell_source(CHAPTER, "test_rmsnorm_bandwidth")
+    assert "M = N = 4096" in bandwidth and "dtype=torch.float16" in bandwidth
+    assert ((4096, 4096), torch.float16) in ns["GPU_SIZES"]
+
+
+def test_a_norm_wrong_past_some_size_loses_the_point_at_gpu_sizes_and_is_told_the_size(monkeypatch):
+    """With at_gpu_sizes told it runs on a GPU, the test's checks run at its sizes (a PyTorch stand-in for the kernel,
+    outside the grader, which would refuse it): an rmsnorm right on the first 65535 rows and wrong past them loses
+    the point, and the failure names the size (tests/test_05_softmax.py shows a function right everywhere earning
+    its point)."""
+    import types
+
+    import torch
+
+    import triton_course.grading as grading
+    from triton_course import integrity
+    from triton_course.checks import CheckFailed
+
+    monkeypatch.setattr(grading, "current", lambda: types.SimpleNamespace(interpreted=False))
+    monkeypatch.setenv(integrity.REQUIRE_KERNEL_ENV, "0")
+
+    def right(x, w, eps=1e-6):
+        xd = x.double()
+        return (xd * torch.rsqrt((xd * xd).mean(-1, keepdim=True) + eps) * w.double()).to(x.dtype)
+
+    def wrong_past_the_grid_axis(x, w, eps=1e-6):
+        out = torch.empty_like(x)            # the rows a grid's second axis cannot reach are never written
+        out[:GRID_AXIS_LIMIT] = right(x[:GRID_AXIS_LIMIT], w, eps)
+        return out
+
+    with pytest.raises(CheckFailed, match=r"(?s)\(float32\[70001, 5\], float32\[5\]\):\n.*never written"):
+        run_cell(CHAPTER, "test_rmsnorm_gpu_sizes", {"rmsnorm": wrong_past_the_grid_axis})
+
+
+def test_a_sum_of_squares_of_the_last_block_only_loses_the_tests_of_wide_rows_here():
+    """tests/safety/06_rmsnorm/lou_sum_of_squares_of_last_block caps its block at 64 KB of a row and keeps only the
+    last block's squares: right on rows of one block, wrong on rows of several. Both functions lose their tests of
+    such rows on the CPU, the float16 test by its row of 40000 values (80 KB); the tests of narrow rows pass, and the
+    test at GPU sizes is not graded here."""
+    from tests.safety.transforms import SAFETY_ANSWERS
+
+    got = run_with_answers(CHAPTER, "lou_sum_of_squares_of_last_block", root=SAFETY_ANSWERS)
+    lost = {"test_rmsnorm_shapes": "rmsnorm(float32[2, 17000]", "test_rmsnorm_fp16": "rmsnorm(float16[2, 40000]",
+            "test_rmsnorm_rstd": "rmsnorm_with_rstd(float32[2, 17000]"}
+    for grade_id, call in lost.items():
+        assert got[grade_id].startswith(f"CheckFailed: {call}"), got[grade_id]
+    assert all(v == "passed" for k, v in got.items() if k not in lost), got
+    assert {"test_rmsnorm_gpu_sizes", "test_rmsnorm_bandwidth", "test_rmsnorm_bf16"} <= set(got)

@@ -29,12 +29,13 @@ from grader.autograde import find_submissions, grade_all
 from grader.course import solution_notebook
 from grader.examples import build_submissions
 from tests.conftest import ROOT, main_path, run_with_answers
+from tests.gpu_sizes import MAX_INPUT_BYTES, ends_with_at_gpu_sizes, run_cell
 from triton_course.checks import CheckFailed, check
 from triton_course.matmul import HINTS, make, reference, tolerance
 
 CHAPTER = "07_matmul_relu"
 TESTS = {"test_ragged_sizes", "test_single_row_and_column", "test_transposed_views", "test_relu_zeros",
-         "test_long_k_float32_sum", "test_bfloat16", "test_matmul_relu_speed"}
+         "test_long_k_float32_sum", "test_bfloat16", "test_matmul_relu_gpu_sizes", "test_matmul_relu_speed"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -395,6 +396,7 @@ def test_mistakes_fail_only_where_they_should():
         assert set(got) == TESTS, student
         assert got["test_matmul_relu_speed"] == "passed", (student, got)   # NOT GRADED on the CPU
         assert got["test_bfloat16"] == "passed", (student, got)            # NOT GRADED on the CPU
+        assert got["test_matmul_relu_gpu_sizes"] == "passed", (student, got)   # NOT GRADED on the CPU
 
 
 @pytest.mark.notebook
@@ -417,6 +419,7 @@ def test_no_k_mask_and_relu_in_k_loop_fail_under_real_autograde(tmp_path):
     for student in ("cleo_no_k_mask", "dev_relu_in_k_loop"):
         assert records[(student, "test_matmul_relu_speed")].status == "not_graded"
         assert records[(student, "test_bfloat16")].status == "not_graded"
+        assert records[(student, "test_matmul_relu_gpu_sizes")].status == "not_graded"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -453,6 +456,40 @@ def test_hidden_tests_reach_several_of_the_largest_gpu_tiles_in_every_dimension(
                        and n % cpu_tile[1] and k % cpu_tile[2] for m, n, k in aligned), aligned
     assert "transpose_b=True" in _cells()["test_transposed_views"]
     assert "dtype=torch.bfloat16" in _cells()["test_bfloat16"]
+
+
+def test_the_test_at_gpu_sizes_is_not_graded_under_the_interpreter():
+    printed, score, _ = run_cell(CHAPTER, "test_matmul_relu_gpu_sizes")
+    assert score == 0 and printed.startswith("NOT GRADED"), printed
+    assert ends_with_at_gpu_sizes(CHAPTER, "test_matmul_relu_gpu_sizes")
+
+
+def test_the_test_at_gpu_sizes_spans_several_of_the_largest_tiles_in_every_dimension(ns):
+    """Beyond the largest tile any GPU config, Hopper tile or the Gluon kernel takes (256 rows, 256 columns, 128 along
+    K), at three or more tile counts with a ragged last tile in every dimension; more tile rows than two groups of
+    GROUP_M hold, the last group partial, for every tile height; more than two waves of an H200's 132 programs with
+    a partial last one, for every tile; all sizes odd at once; b = w.t(); the cliff's 3000^3 and the speed check's
+    4096^3. All within a T4."""
+    _, _, cell = run_cell(CHAPTER, "test_matmul_relu_gpu_sizes")
+    sizes = cell["GPU_SIZES"]
+    tiles = [c.kwargs for c in ns["GPU_CONFIGS"]] + list(ns["GPU_TMA_TILES"].values()) + [ns["GLUON_TILE"]]
+    shapes = {(t["BLOCK_M"], t["BLOCK_N"] + t.get("EXTRA_N", 0)) for t in tiles}
+    bm, bn = max(m for m, _ in shapes), max(n for _, n in shapes)
+    bk, group = max(t["BLOCK_K"] for t in tiles), max(t["GROUP_M"] for t in tiles)
+    assert (bm, bn, bk, group) == (256, 256, 128, 8)
+    for dim, block in ((0, bm), (1, bn), (2, bk)):
+        counts = {-(-size[dim] // block) for size in sizes if size[dim] > 2 * block and size[dim] % block}
+        assert len(counts) >= 3, (dim, block, counts)
+    for height in {m for m, _ in shapes}:
+        assert any(-(-m // height) > 2 * group and -(-m // height) % group for m, *_ in sizes), height
+    for m_tile, n_tile in shapes:
+        waves = [-(-m // m_tile) * -(-n // n_tile) / 132 for m, n, *_ in sizes]
+        assert any(w > 2 and w % 1 for w in waves), (m_tile, n_tile, waves)
+    assert any(m % 2 and n % 2 and k % 2 for m, n, k, _ in sizes)
+    assert any(b_t for *_, b_t in sizes)
+    assert "SPEED_N = 4096" in _cells()["test_matmul_relu_speed"]
+    assert (4096, 4096, 4096, False) in sizes and (3000, 3000, 3000, False) in sizes
+    assert sum(2 * (m * k + k * n) for m, n, k, _ in sizes) < MAX_INPUT_BYTES
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ import json
 import pytest
 
 from tests.conftest import ROOT, run_with_answers
+from tests.gpu_sizes import (GRID_AXIS_LIMIT, cell_source, ends_with_at_gpu_sizes, largest_rows_per_program,
+                             row_launches, run_cell, solution_cell, spans_many_programs)
 from triton_course.gpus import GPU_SPECS
 from triton_course.roofline import KernelPoint, Roof, datasheet_roof, device_roof, plot_roofline
 
@@ -80,7 +82,8 @@ FUSED_TESTS = ("test_fused_fp32", "test_fused_fp16", "test_fused_inputs_untouche
 @pytest.mark.notebook
 def test_correct_answers_pass_every_hidden_test_through_the_judge():
     outcomes = run_with_answers(CHAPTER, "ada_correct")
-    assert set(outcomes) >= {*BYTE_TESTS, "test_roofline", *FUSED_TESTS, "test_fused_bf16", "test_fused_bandwidth"}
+    assert set(outcomes) >= {*BYTE_TESTS, "test_roofline", *FUSED_TESTS, "test_fused_bf16", "test_fused_gpu_sizes",
+                             "test_fused_bandwidth"}
     assert all(v == "passed" for v in outcomes.values()), outcomes
 
 
@@ -274,19 +277,31 @@ def test_examples_fail_for_the_right_reason_through_real_autograde(tmp_path):
     from grader.autograde import find_submissions, grade_all
     from grader.examples import build_submissions
 
+    from tests.safety.transforms import SAFETY_ANSWERS
+
     students = build_submissions(CHAPTER, tmp_path / "submitted")
     assert {"ada_correct", "ben_untouched", "cleo_residual_in_place", "dev_norm_without_residual",
             "eve_traffic_off_by_one", "fay_capped_block", "gus_h_not_stored", "hal_divides_by_block",
             "ivy_residual_also_updated"} <= set(students)
+    assert "jon_row_loop_stops_after_first_block" in build_submissions(CHAPTER, tmp_path / "submitted",
+                                                                       root=SAFETY_ANSWERS)
     # (a correct answer keeps every gradable point through real autograde: the solution, tests/test_autograde.py)
-    keep = ["ivy_residual_also_updated", "eve_traffic_off_by_one"]
+    keep = ["ivy_residual_also_updated", "eve_traffic_off_by_one", "jon_row_loop_stops_after_first_block"]
     subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student in keep]
     rec = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2, feedback=False)}
 
-    for student in keep:   # on this CPU: no speed points, bfloat16 skipped, nothing lost for either
-        assert rec[(student, "test_fused_bandwidth")].status == "not_graded"
-        assert rec[(student, "test_fused_bf16")].status == "not_graded"
+    for student in keep:   # on this CPU: no speed points, bfloat16 skipped, GPU sizes not run, nothing lost for them
+        for grade_id in ("test_fused_bandwidth", "test_fused_bf16", "test_fused_gpu_sizes"):
+            r = rec[(student, grade_id)]
+            assert r.status == "not_graded" and r.points == 0 and r.message.startswith("NOT GRADED"), r
         assert "bfloat16 skipped" in rec[(student, "test_fused_bf16")].message
+
+    # a loop over a row that stops after its first block: the tests of wide rows fail, and with them only those
+    for grade_id in ("test_fused_fp32", "test_fused_fp16"):
+        jon = rec[("jon_row_loop_stops_after_first_block", grade_id)]
+        assert jon.status == "failed" and jon.points == 0 and "the end of each long row was never written" in jon.message
+    for grade_id in (*BYTE_TESTS, "test_roofline", "test_fused_inputs_untouched"):
+        assert rec[("jon_row_loop_stops_after_first_block", grade_id)].status == "passed", grade_id
 
     ivy = rec[("ivy_residual_also_updated", "test_fused_inputs_untouched")]
     assert ivy.status == "failed" and "your kernel changed its input `residual`" in ivy.message
@@ -308,3 +323,92 @@ def test_hidden_tests_reach_every_launch_path_the_rule_takes_on_a_gpu():
                                    ("test_fused_fp32", "test_fused_fp16", "test_fused_inputs_untouched"))
     assert possible >= EVERY_PATH - {"STREAM=True", "STREAM=False"}, possible
     assert paths["add_rmsnorm_kernel"] >= possible, possible - paths["add_rmsnorm_kernel"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Rows of several blocks on the CPU, and correctness at GPU sizes (graded on a GPU, not graded under the interpreter)
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_the_test_at_gpu_sizes_is_not_graded_under_the_interpreter():
+    printed, score, _ = run_cell(CHAPTER, "test_fused_gpu_sizes")
+    assert score == 0 and printed.startswith("NOT GRADED"), printed
+    assert ends_with_at_gpu_sizes(CHAPTER, "test_fused_gpu_sizes")
+
+
+def _gpu_sizes() -> list:
+    _, _, ns = run_cell(CHAPTER, "test_fused_gpu_sizes")
+    return [(shape, dtype) for dtype, shapes in ns["GPU_SIZES"].items() for shape in shapes]
+
+
+def test_the_test_at_gpu_sizes_spans_many_programs_of_the_launch_rule_and_rows_of_many_blocks():
+    """Launched by the solution's rule as on a GPU: the largest stack of short rows it ever takes (512 rows of one
+    float16 value) at several program counts, stacked rows at more, each with a ragged last program; more rows than
+    a grid's second axis holds; rows of the launcher's widest (65536 values, and 65535 of them: a ragged last block
+    for any block a kernel may loop over) and of more than 32768 in both dtypes; the bandwidth check's 4 x 2048 x 4096
+    float16. All within a T4. On the CPU, the float32 test holds a row of 65535 values too."""
+    import torch
+
+    config = solution_cell(CHAPTER, "fused")["launch_config"]
+    rows = lambda m, n, size: config(m, n, size)[1]  # noqa: E731
+    launches = row_launches(_gpu_sizes(), rows)
+    largest = largest_rows_per_program(rows, 65536)
+    assert largest == 512
+    assert not spans_many_programs(launches, largest), spans_many_programs(launches, largest)
+    assert max(x.n for x in launches) == 65536 and any(x.n == 65535 and x.element_size == 4 for x in launches)
+    for size in (2, 4):
+        assert any(x.element_size == size and 32768 < x.n < 65536 and x.n % 2 for x in launches), size
+    bandwidth, _ = cell_source(CHAPTER, "test_fused_bandwidth")
+    assert "cases(torch.float16, [(4, 2048, 4096)])" in bandwidth
+    assert ((4, 2048, 4096), torch.float16) in _gpu_sizes()
+    assert "if x.shape[-1] > 65536:" in cell_source(CHAPTER, "fused")[0]   # the launcher's widest row
+    assert "(1, 65535)" in cell_source(CHAPTER, "test_fused_fp32")[0]
+
+
+def test_a_fused_kernel_wrong_past_some_size_loses_the_point_at_gpu_sizes_and_is_told_the_size(monkeypatch):
+    """With at_gpu_sizes told it runs on a GPU, the test's checks run at its sizes (a PyTorch stand-in for the kernel,
+    outside the grader, which would refuse it): an add_rmsnorm right on the first 65535 rows and wrong past them
+    loses the point, and the failure names the size (tests/test_05_softmax.py shows a function right everywhere
+    earning its point)."""
+    import types
+
+    import torch
+
+    import triton_course.grading as grading
+    from triton_course import integrity
+    from triton_course.checks import CheckFailed
+
+    monkeypatch.setattr(grading, "current", lambda: types.SimpleNamespace(interpreted=False))
+    monkeypatch.setenv(integrity.REQUIRE_KERNEL_ENV, "0")
+
+    def right(x, residual, weight, eps=1e-6):
+        h = x.double() + residual.double()
+        y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
+        return y.to(x.dtype), h.to(x.dtype)
+
+    def wrong_past_the_grid_axis(x, residual, weight, eps=1e-6):
+        y, h = right(x, residual, weight, eps)
+        out = torch.empty_like(y)            # the rows a grid's second axis cannot reach are never written
+        out[:GRID_AXIS_LIMIT] = y[:GRID_AXIS_LIMIT]
+        return out, h
+
+    with pytest.raises(CheckFailed, match=r"(?s)\(float32\[70001, 5\], float32\[70001, 5\], float32\[5\]\):\n"
+                                          r"Output `y`: .*never written"):
+        run_cell(CHAPTER, "test_fused_gpu_sizes", {"add_rmsnorm": wrong_past_the_grid_axis})
+
+
+@pytest.mark.notebook
+def test_a_loop_over_a_row_that_stops_after_its_first_block_loses_the_tests_of_wide_rows_here():
+    """tests/safety/08_fusion/jon_row_loop_stops_after_first_block (blocks of at most 32768 values, a loop bounded by
+    the number of blocks): right on rows of one block, wrong on rows of several. On the CPU it loses the float32
+    test by its row of 65535 values (every row of the earlier float32 cases fits one block) and the float16 test by
+    its rows of 40000, both with the hint that the end of each long row was never written; the rest passes, and the
+    test at GPU sizes is not graded here (real autograde above: not_graded)."""
+    from tests.safety.transforms import SAFETY_ANSWERS
+
+    got = run_with_answers(CHAPTER, "jon_row_loop_stops_after_first_block", root=SAFETY_ANSWERS)
+    lost = {"test_fused_fp32": "add_rmsnorm(float32[1, 65535]", "test_fused_fp16": "add_rmsnorm(float16[2, 40000]"}
+    for grade_id, call in lost.items():
+        assert got[grade_id].startswith(f"CheckFailed: {call}"), got[grade_id]
+        assert "Hint: the end of each long row was never written" in got[grade_id], got[grade_id]
+    assert all(v == "passed" for k, v in got.items() if k not in lost), got
+    assert {"test_fused_gpu_sizes", "test_fused_bandwidth", "test_fused_bf16"} <= set(got)

@@ -25,8 +25,8 @@ from tests.conftest import ROOT, run_with_answers, solution_cell
 from triton_course.attention import (AMPERE_CONFIGS, ATTENTION_HINTS, COPY_HINTS, INTERPRETER_CONFIG,
                                      TURING_CONFIG, AttentionConfig, attention_reference, attention_tolerance,
                                      causal_block_sweep, check_base_offset, check_row_offset, check_split,
-                                     copy_reference, for_length, launch_config, pinned_config, recorded_causal_ratios,
-                                     tiles_visited)
+                                     copy_reference, for_length, fused_allowance, launch_config, pinned_config,
+                                     recorded_causal_ratios, tiles_visited)
 from triton_course.checks import CheckFailed, check, error_over_tolerance
 
 CHAPTER = "09_attention"
@@ -111,8 +111,12 @@ def test_flop_count(ns):
 
 @pytest.mark.notebook
 def test_examples_fail_for_the_right_reason(tmp_path):
+    from tests.safety.transforms import SAFETY_ANSWERS
+
     students = build_submissions(CHAPTER, tmp_path / "submitted")
-    keep = ["cy_row_offset_z1", "dan_contiguous_heads", "eli_causal_off_by_one", "fay_ignores_sm_scale"]
+    students += build_submissions(CHAPTER, tmp_path / "submitted", root=SAFETY_ANSWERS)
+    keep = ["cy_row_offset_z1", "dan_contiguous_heads", "eli_causal_off_by_one", "fay_ignores_sm_scale",
+            "lin_right_only_up_to_2048_keys"]
     assert {"ada_correct", "ben_untouched", *keep} <= set(students)
     subs = [s for s in find_submissions(tmp_path / "submitted", CHAPTER) if s.student in keep]
     records = {(r.student, r.grade_id): r for r in grade_all(subs, tmp_path / "out", workers=2, feedback=False)}
@@ -144,6 +148,17 @@ def test_examples_fail_for_the_right_reason(tmp_path):
     assert scale.status == "failed" and "sm_scale explicitly" in scale.message
     for student in keep:
         assert status(student, "test_split_program_id") == "passed"
+        # past correctness: each is fused, and fusion counts for right answers only (the causal mask off by one loses
+        # it too); the long sequences and the speed are not graded without a GPU (0 points)
+        fused = records[(student, "test_attention_fused")]
+        assert fused.status == ("failed" if student == "eli_causal_off_by_one" else "passed"), (student, fused.message)
+        for test in ("test_attention_long_sequences", *SPEED_TESTS):
+            assert status(student, test) == "not_graded" and records[(student, test)].points == 0, (student, test)
+    # Right up to 2,048 keys: every correctness test here passes; its long-sequence test is not graded, not passed
+    # (on a GPU it fails: test_an_attention_wrong_past_2048_keys_loses_the_long_sequence_points_and_is_told_the_size).
+    lin = {gid: r for (student, gid), r in records.items() if student == "lin_right_only_up_to_2048_keys"}
+    assert {gid for gid, r in lin.items() if r.status != "passed"} == {"test_attention_long_sequences", *SPEED_TESTS}
+    assert "NOT GRADED" in lin["test_attention_long_sequences"].message
 
 
 def test_the_gpu_configurations_fit_what_these_tests_assume():
@@ -408,13 +423,14 @@ def test_hopper_paths_pass_and_a_missing_rescale_fails_there(config):
 # ---------------------------------------------------------------------------------------------------
 
 @functools.cache
-def kernels_of(student: str) -> dict:
-    """The setup, import, judge and solution cells of the notebook with ``student``'s answers, run in this
-    process (no self-checks, plots or benchmarks): the student's functions, quickly."""
+def kernels_of(student: str, corpus: str = "submissions") -> dict:
+    """The setup, import, judge and solution cells of the notebook with ``student``'s answers (from
+    tests/<corpus>/09_attention), run in this process (no self-checks, plots or benchmarks): the student's
+    functions, quickly."""
     from grader.examples import answer_source, parse_answers
     from grader.notebook_code import exec_cell
 
-    answers = parse_answers((ROOT / "tests" / "submissions" / CHAPTER / f"{student}.py").read_text())
+    answers = parse_answers((ROOT / "tests" / corpus / CHAPTER / f"{student}.py").read_text())
     nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
     ns: dict = {"__name__": f"nb09_kernels_{student}"}
     for i, cell in enumerate(nb.cells):
@@ -739,3 +755,257 @@ def test_fp32_tolerance_covers_tf32_products_on_the_sm_scale_test():
     gpu = gpu["chapters"][CHAPTER]["cells"]["test_attention_sm_scale"]
     assert abs(float(now.median()) / gpu["median_error_over_tolerance"] - 1) < 0.25, float(now.median())
     assert abs(float(now.quantile(0.99)) / gpu["p99_error_over_tolerance"] - 1) < 0.25, float(now.quantile(0.99))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Past correctness: sequences of 4,096 keys and more (GPU), fusion (any device), speed against SDPA (GPU)
+# ---------------------------------------------------------------------------------------------------
+
+#: The hidden tests past correctness, and their points (the 17 points of correctness come first).
+BEYOND_CORRECTNESS = {"test_attention_long_sequences": 3, "test_attention_fused": 2, "test_attention_speed": 2,
+                      "test_attention_causal_speed": 2}
+SPEED_TESTS = ["test_attention_speed", "test_attention_causal_speed"]
+
+
+def judge_session(student: str, exchange, corpus: str = "submissions", before=None):
+    """(a judge session, the notebook's namespace) for ``student``'s answers from tests/<corpus>/09_attention: the
+    student notebook's setup, judge and solution cells run in this process (no self-checks or benchmarks), the
+    judge in this process too, with its re-runs (grader.judge.InProcessTransport), as tests.conftest.run_with_answers
+    has it. ``before(ns)`` runs after the notebook's cells, before any graded call (work a self-check would do)."""
+    from grader.examples import apply_answers, parse_answers
+    from grader.execute import graded_functions, is_judge_cell, is_test, submitted_kernels
+    from grader.judge import InProcessTransport, JudgeSession
+    from grader.notebook_code import exec_cell
+    from grader.relauncher import notebook_kernel_shapes
+
+    nb = apply_answers(CHAPTER, parse_answers((ROOT / "tests" / corpus / CHAPTER / f"{student}.py").read_text()))
+    source = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    ns: dict = {"__name__": "__main__"}
+    for i, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and not is_test(cell) and (i <= 2 or meta.get("solution") or is_judge_cell(cell)):
+            exec_cell(cell.source, f"<{CHAPTER} {student} cell {i}>", ns)
+    if before is not None:
+        before(ns)
+    session = JudgeSession(InProcessTransport(ns, exchange), allowed_kernels=notebook_kernel_shapes(nb))
+    problems = session.build_namespace([c.source for c in source.cells if is_judge_cell(c)], graded_functions(source),
+                                       submitted_kernels(nb))
+    assert not problems, problems
+    return session, ns
+
+
+def judged(student: str, grade_ids: list[str], exchange, corpus: str = "submissions", before=None) -> dict:
+    """The hidden tests ``grade_ids`` of the solution notebook, in notebook order, run by the judge against
+    ``student``'s notebook (:func:`judge_session`): grade_id -> grader.judge.TestOutcome (its score, what it
+    printed, its error)."""
+    from grader.execute import is_test
+    from grader.judge import run_test_cell
+
+    session, _ = judge_session(student, exchange, corpus, before)
+    cells = [c for c in nbformat.read(solution_notebook(CHAPTER), as_version=4).cells
+             if is_test(c) and c.metadata["nbgrader"]["grade_id"] in grade_ids]
+    return {c.metadata["nbgrader"]["grade_id"]: run_test_cell(c.source, session.namespace_for(
+        c.metadata["nbgrader"]["grade_id"]), c.metadata["nbgrader"]["grade_id"]) for c in cells}
+
+
+def test_the_chapter_grades_long_sequences_fusion_and_speed_beside_its_17_points_of_correctness():
+    """The correctness tests keep their 17 points; sequences of 4,096 keys and more add 3 (at_gpu_sizes, with the
+    cell's own points), fusion 2, each speed check 2 (throughput_points against SDPA, causal and not): 26 in all.
+    The timed cells are named *_speed, as the margins sweep (results/sweeps/hidden_test_margins.py) expects."""
+    from tests.gpu_sizes import ends_with_at_gpu_sizes
+
+    points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+              for c in nbformat.read(solution_notebook(CHAPTER), as_version=4).cells
+              if c.metadata.get("nbgrader", {}).get("grade")}
+    assert {gid: points[gid] for gid in BEYOND_CORRECTNESS} == BEYOND_CORRECTNESS
+    assert sum(p for gid, p in points.items() if gid not in BEYOND_CORRECTNESS) == 17 and sum(points.values()) == 26
+    assert list(points)[-4:] == list(BEYOND_CORRECTNESS)
+    assert ends_with_at_gpu_sizes(CHAPTER, "test_attention_long_sequences")
+    for gid in SPEED_TESTS:
+        source = solution_cell(CHAPTER, gid)
+        assert "throughput_points(attention, sdpa," in source and "fraction=0.6, points=2" in source
+        assert "re-measured on the H200" in source
+
+
+def test_the_long_sequence_test_is_not_graded_under_the_interpreter_and_spans_every_head_dimension():
+    """NOT GRADED and 0 here (the grader reports not_graded, never passed). On a GPU it checks, at every head
+    dimension attention accepts (powers of two from 1 to 128), sequences of 4,096 keys and more: a whole number of
+    every BLOCK_N without a mask (the warp-specialised single loop on Hopper), ragged without a mask and ragged
+    causal, on Z = H = 2; all of it within a T4."""
+    from tests.gpu_sizes import MAX_INPUT_BYTES, run_cell
+
+    printed, score, ns = run_cell(CHAPTER, "test_attention_long_sequences")
+    assert score == 0 and printed.startswith("NOT GRADED"), printed
+    cases = ns["long_cases"]()
+    seen = {(c[0].shape[-1], c[3], c[0].shape[2] % 128 == 0) for c in cases}
+    assert seen == {(d, causal, whole) for d in (1, 2, 4, 8, 16, 32, 64, 128)
+                    for causal, whole in ((False, True), (False, False), (True, False))}
+    assert min(c[0].shape[2] for c in cases) >= 4096 and all(c[0].shape[:2] == (2, 2) for c in cases)
+    assert {c[0].dtype for c in cases} == {torch.float16, torch.float32}
+    assert sum(3 * c[0].numel() * c[0].element_size() for c in cases) < MAX_INPUT_BYTES
+
+
+def test_an_attention_wrong_past_2048_keys_loses_the_long_sequence_points_and_is_told_the_size(monkeypatch):
+    """tests/safety/09_attention/lin_right_only_up_to_2048_keys (its key loop stops at key 2,048). With at_gpu_sizes
+    told it runs on a GPU, the long-sequence cell runs its check (here on one sequence, launched in 128 x 64 blocks to
+    keep the interpreter quick): right at 2,048 keys, it earns the 3 points there; at 2,109 keys it loses them, the
+    failure naming the size, while the model answer keeps them. (Every hidden test of up to 3 * 128 + 45 keys it
+    passes: test_examples_fail_for_the_right_reason grades it for real.)"""
+    import types
+
+    import triton_course.grading as grading
+    from tests.gpu_sizes import run_cell
+
+    monkeypatch.setattr(grading, "current", lambda: types.SimpleNamespace(interpreted=False))
+    lin = kernels_of("lin_right_only_up_to_2048_keys", "safety")["attention"]
+    ada = kernels_of("ada_correct")["attention"]
+    torch.manual_seed(0)
+    short, long = ([(*(torch.randn(1, 1, n, 16) for _ in range(3)), False)] for n in (2048, 2109))
+    with pinned_config(AttentionConfig(128, 64, 4, 1)):
+        for fn, cases in ((lin, short), (ada, long)):
+            printed, score, _ = run_cell(CHAPTER, "test_attention_long_sequences",
+                                         {"attention": fn, "long_cases": lambda cases=cases: cases})
+            assert score == 3 and "correct at every size" in printed, printed
+        with pytest.raises(CheckFailed, match=r"attention\(float32\[1, 1, 2109, 16\].*\n.* wrong"):
+            run_cell(CHAPTER, "test_attention_long_sequences", {"attention": lin, "long_cases": lambda: long})
+
+
+#: The fusion test's first case, where every unfused example fails.
+FUSED_CASE = (1, 1, 1024, 16)
+
+
+def _fusion_failure(outcome) -> str:
+    assert outcome.error is not None and outcome.error[0] == "CheckFailed", outcome
+    message = outcome.error[1]
+    q = torch.empty(FUSED_CASE)
+    assert f"attention(float32{list(FUSED_CASE)}" in message and "is right, but not fused" in message
+    assert f"a fused attention needs at most {fused_allowance(q):,} here" in message
+    return message
+
+
+def test_fusion_is_read_from_the_judges_rerun_and_scores_through_memory_earn_no_fusion_points(tmp_path):
+    """The judge reads what its re-run of each call's launch record held besides q, k, v and the output. The model
+    answer holds nothing more and earns the 2 points; the three-kernel attention (tests/safety/09_attention/
+    tom_three_kernels) holds S and P, N x N floats each with the grader's guard regions around them, and earns none;
+    so does the same attention that keeps its buffers from a call before any record (kip_keeps_its_buffers: the
+    judge counts a storage in every call that uses it, and its earlier calls still pass), and the one that hides
+    them in the output's storage (ola_scores_in_the_output), each told the bytes found against the bytes allowed."""
+    from triton_course.checks import DEFAULT_PAD
+
+    ada = judged("ada_correct", ["test_attention_fused"], tmp_path / "ada")["test_attention_fused"]
+    assert ada.error is None and ada.score == 2 and ada.stdout.count("fused, 0 bytes held") == 2, ada
+    n = FUSED_CASE[2]
+    tom = judged("tom_three_kernels", ["test_attention_fused"], tmp_path / "tom", "safety")
+    assert f"held {2 * (n * n + 2 * DEFAULT_PAD) * 4:,} bytes" in _fusion_failure(tom["test_attention_fused"])
+
+    def keep_a_buffer_before_any_record(ns):   # what the notebook's own self-checks do first
+        ns["attention"](*(torch.randn(1, 1, 40, 16) for _ in range(3)))
+
+    kip = judged("kip_keeps_its_buffers", ["test_attention_sm_scale", "test_attention_fused"], tmp_path / "kip",
+                 "safety", before=keep_a_buffer_before_any_record)
+    assert kip["test_attention_sm_scale"].error is None, kip["test_attention_sm_scale"]
+    assert f"held {(1 << 23) * 4:,} bytes" in _fusion_failure(kip["test_attention_fused"])
+    ola = judged("ola_scores_in_the_output", ["test_attention_fused"], tmp_path / "ola", "safety")
+    assert f"held {2 * n * n * 4:,} bytes" in _fusion_failure(ola["test_attention_fused"])
+
+
+def test_the_students_fusion_self_check_counts_what_the_judge_counts():
+    """triton_course.attention.check_fused without the grader (the notebook's self-check) records the call as the
+    grader does and counts the same bytes: the three kernels' S and P at the fusion test's first size, the buffer
+    kept from an earlier call, nothing for the model answer; the self-check cell uses it at an N far above D."""
+    from triton_course.attention import check_fused
+    from triton_course.checks import DEFAULT_PAD
+
+    torch.manual_seed(0)
+    case = [(*(torch.randn(*FUSED_CASE) for _ in range(3)), True)]
+    reference = kernels_of("ada_correct")["reference"]
+    check_fused(kernels_of("ada_correct")["attention"], case, reference, quiet=True)
+    n = FUSED_CASE[2]
+    with pytest.raises(CheckFailed, match=f"held {2 * (n * n + 2 * DEFAULT_PAD) * 4:,} bytes"):
+        check_fused(kernels_of("tom_three_kernels", "safety")["attention"], case, reference)
+    kip = kernels_of("kip_keeps_its_buffers", "safety")["attention"]
+    kip(*(torch.randn(1, 1, 40, 16) for _ in range(3)))   # the buffer is made by an earlier call
+    with pytest.raises(CheckFailed, match=f"held {(1 << 23) * 4:,} bytes"):
+        check_fused(kip, case, reference)
+    assert "check_fused(attention, [(*(rand(1, 2, 512, 16)" in solution_cell(CHAPTER, "self_check_attention")
+
+
+
+def test_an_outputs_storage_counts_past_its_own_elements_after_it_and_between_its_rows():
+    """Scores hidden in the output's storage count, whether after the output (ola_scores_in_the_output) or in gaps
+    between its rows (a strided view of a larger storage); the grader's guard regions around an allocation and an
+    output that fills its storage do not."""
+    from triton_course.attention import beyond_outputs
+    from triton_course.checks import DEFAULT_PAD
+
+    n, d = 64, 16
+    whole = torch.empty(2 * DEFAULT_PAD + n * (d + 2 * n))
+    after = whole[DEFAULT_PAD:DEFAULT_PAD + n * d].view(1, 1, n, d)
+    between = whole.as_strided((1, 1, n, d), (n * (d + 2 * n), n * (d + 2 * n), d + 2 * n, 1), DEFAULT_PAD)
+    assert beyond_outputs(after) == beyond_outputs((between,)) == 2 * n * n * 4
+    assert beyond_outputs(torch.empty(2 * DEFAULT_PAD + n * d)[DEFAULT_PAD:DEFAULT_PAD + n * d].view(1, 1, n, d)) == 0
+    assert beyond_outputs([]) == 0
+
+def test_the_speed_tests_are_not_graded_under_the_interpreter(tmp_path):
+    """NOT GRADED and 0 here, nothing timed, for the model answer and for tests/safety/09_attention/
+    sol_ten_times_slower alike (a correct fused attention that launches its kernel ten times on a GPU: on the H200 it
+    would reach a tenth of SDPA, under the 0.6 target)."""
+    for student, corpus in (("ada_correct", "submissions"), ("sol_ten_times_slower", "safety")):
+        outcomes = judged(student, SPEED_TESTS, tmp_path / student, corpus)
+        for gid in SPEED_TESTS:
+            out = outcomes[gid]
+            assert out.error is None and out.score == 0 and out.stdout.startswith("NOT GRADED"), (student, gid, out)
+    assert "range(10 if q.is_cuda else 1)" in (ROOT / "tests" / "safety" / CHAPTER / "sol_ten_times_slower.py").read_text()
+
+
+def _speed(session, student_ns, **kwargs) -> float:
+    """The speed check at a size the interpreter runs (Z = 1, H = 2, N = 64, D = 16, causal: four key blocks)."""
+    from grader.judge import StudentFunction
+    from triton_course.attention import attention_by_heads, sdpa
+    from triton_course.grading import throughput_points
+
+    return throughput_points(StudentFunction(session, "attention"), sdpa,
+                             lambda: (*(torch.randn(1, 2, 64, 16) for _ in range(3)), True), 2 * 2 * 64 * 64 * 16,
+                             fraction=0.6, points=2, what="attention at 1 x 2 x 64 x 16, causal", baseline_name="SDPA",
+                             **kwargs)
+
+
+def test_the_speed_check_times_sdpa_itself_and_verifies_every_timed_output_through_the_judge(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """throughput_points through the judge, its protocol run under the interpreter (the numbers mean nothing, so the
+    target is 0 there): without a reference for the timed outputs it refuses to grade; with one, the judge times
+    SDPA itself and the student's attention in a verified round of fresh inputs, and prints both. An attention whose
+    timed outputs are wrong (gil_no_rescale: four key blocks, never rescaled) earns nothing, whatever its speed."""
+    from grader.judge_timing import TIME_ON_CPU_ENV
+    from triton_course.attention import attention_by_heads
+
+    checked = {"reference": attention_by_heads, "tolerances": attention_tolerance}
+    session, ns = judge_session("ada_correct", tmp_path / "ada")
+    capsys.readouterr()
+    monkeypatch.delenv(TIME_ON_CPU_ENV, raising=False)
+    assert _speed(session, ns, **checked) == 0.0 and session.calls == 0
+    assert capsys.readouterr().out.startswith("NOT GRADED")
+    monkeypatch.setenv(TIME_ON_CPU_ENV, "1")
+    with pytest.raises(CheckFailed, match="no reference"):
+        _speed(session, ns)
+    assert _speed(session, ns, **checked) == 2.0
+    out = capsys.readouterr().out
+    assert "TFLOP/s" in out and "of SDPA" in out and out.rstrip().endswith("passed")
+    assert session.timing_rounds and all(r["calls"] >= 4 for r in session.timing_rounds)
+    wrong, wrong_ns = judge_session("gil_no_rescale", tmp_path / "gil")
+    with pytest.raises(CheckFailed, match=r"timed call \d+ .* is wrong"):
+        _speed(wrong, wrong_ns, **checked)
+
+
+def test_the_speed_checks_reference_goes_through_the_heads_in_groups(monkeypatch):
+    """Every timed output is checked in float64; at the speed check's size that is 17 GB of scores in one piece, so
+    the reference takes the heads a group at a time, with the same result, and still runs on the meta device (where
+    the judge reads the outputs' sizes)."""
+    import triton_course.attention as course_attention
+
+    monkeypatch.setattr(course_attention, "REFERENCE_SCORES", 2 * 40 * 40)   # two heads at a time
+    q, k, v = (torch.randn(2, 3, 40, 8, dtype=torch.float64) for _ in range(3))
+    for causal in (False, True):
+        torch.testing.assert_close(course_attention.attention_by_heads(q, k, v, causal),
+                                   attention_reference(q, k, v, causal), rtol=0, atol=0)
+    assert course_attention.attention_by_heads(*(t.to("meta") for t in (q, k, v))).shape == q.shape

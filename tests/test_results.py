@@ -836,14 +836,15 @@ def test_rsqrt_does_not_speed_up_the_rmsnorm_reference():
 
 
 
-def test_with_the_re_run_a_class_on_one_h200_keeps_every_point_within_the_time_target():
+def test_with_the_re_run_a_class_on_one_h200_keeps_every_point():
     """The whole course for three students, nine submissions at once, each call's launches re-run in a second
-    sandbox: every submission full marks, a student's course inside the 120 s target. Its first try, before
-    the re-run's sandbox joined the GPU's lock, is kept: there the honest 06 and 08 lost their bandwidth
-    points to a same-size copy slowed by another submission's re-run."""
+    sandbox: every submission full marks. Its class was honest copies only, so its rate is no verdict on the 120 s
+    target (test_an_honest_only_class_rate_is_never_held_to_the_target). Its first try, before the re-run's sandbox
+    joined the GPU's lock, is kept: there the honest 06 and 08 lost their bandwidth points to a same-size copy slowed
+    by another submission's re-run."""
     r = _result("gpu_class_throughput_course_relaunch_3")
     assert "H200" in r["device"] and r["graded"] == r["class_size"] == 27 and r["workers_per_gpu"] == 9
-    assert r["every_honest_copy_full_marks"] and r["steady_s_per_student"] <= r["target_s"]
+    assert r["every_honest_copy_full_marks"] and not r["not_full_marks"]
     assert r["gpu_lock"]["timed_loops_that_froze_others"] == r["gpu_lock"]["timed_holds"]
     before = _result("gpu_class_throughput_course_relaunch_unfrozen")
     assert set(before["not_full_marks"]) >= {"06_rmsnorm/student_01", "08_fusion/student_01"}
@@ -881,15 +882,15 @@ def test_a_kernel_left_spinning_after_the_timed_loop_no_longer_lowers_the_bandwi
     assert r["first_fix"]["totals"][cheat] == "9 / 11" and any(x.get("copy_disturbed") for x in first)
 
 
-def test_with_its_own_sandboxes_frozen_for_each_yardstick_a_class_keeps_every_point_within_the_time_target():
+def test_with_its_own_sandboxes_frozen_for_each_yardstick_a_class_keeps_every_point():
     """results/gpu_class_throughput_course_quiet_2.json: the whole course for two students, nine at once, with
     the submission's own sandboxes frozen while its judge times a same-size copy (06, 08) or PyTorch's product
-    (07): every submission full marks, a student's course inside the 120 s target, each such hold freezing both
-    of the submission's sandboxes and waiting at least the 0.25 s of idle readings. The stalled first try of the
-    same command is kept with its note (the cause of its stall is an open question)."""
+    (07): every submission full marks (an honest-only class: no verdict on the target), each such hold freezing
+    both of the submission's sandboxes and waiting at least the 0.25 s of idle readings. The stalled first try of
+    the same command is kept with its note (the cause of its stall is an open question)."""
     r = _result("gpu_class_throughput_course_quiet_2")
     assert "H200" in r["device"] and r["graded"] == r["class_size"] == 18 and r["workers_per_gpu"] == 9
-    assert r["every_honest_copy_full_marks"] and r["steady_s_per_student"] <= r["target_s"]
+    assert r["every_honest_copy_full_marks"] and not r["not_full_marks"]
     quiet = {k: [h for h in v if "quieted" in h] for k, v in r["holds"].items()}
     for chapter in ("06_rmsnorm", "07_matmul_relu", "08_fusion"):
         for student in ("student_01", "student_02"):
@@ -1150,8 +1151,9 @@ def test_every_record_script_starts_its_record_alike_and_names_its_out_from_the_
 def test_two_h200s_grade_chapter_03_through_ray_nearly_twice_as_fast_as_one():
     """results/gpu_class_throughput_03_ray_{1,2}gpu.json (issue 16's 2-GPU point): the same honest class graded
     through a Ray head, on GPU 0 and 16 cores, then on both GPUs and 32 cores, eight at once per GPU. Every copy
-    keeps every point, the rate is at least 1.8x with two GPUs, each timed loop froze only the sandboxes of its
-    own GPU (at most 7 other submissions of two sandboxes each) and one GPU stays inside the 6 s target."""
+    keeps every point, the rate is at least 1.8x with two GPUs and each timed loop froze only the sandboxes of its
+    own GPU (at most 7 other submissions of two sandboxes each). Honest copies only: a scaling measurement, no
+    verdict on the 6 s target."""
     one, two = _result("gpu_class_throughput_03_ray_1gpu"), _result("gpu_class_throughput_03_ray_2gpu")
     assert one["command"].startswith("CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 ") and "--ray" in one["command"]
     assert (one["gpus"], one["cpu_cores"], two["gpus"], two["cpu_cores"]) == (1, 16, 2, 32)
@@ -1161,15 +1163,15 @@ def test_two_h200s_grade_chapter_03_through_ray_nearly_twice_as_fast_as_one():
         assert r["gpu_lock"]["timed_holds"] == n
         frozen = [len(h.get("frozen", [])) for holds in r["holds"].values() for h in holds]
         assert frozen and max(frozen) <= 2 * (r["workers_per_gpu"] - 1), max(frozen)
-    assert one["steady_s_per_submission"] <= one["target_s"]
     assert one["steady_s_per_submission"] / two["steady_s_per_submission"] >= 1.8
 
 
 def test_two_h200s_grade_chapter_09_through_ray_nearly_twice_as_fast_as_one():
     """results/gpu_class_throughput_09_ray_{1,2}gpu.json (issue 16's 2-GPU point for chapter 09): 40 copies on GPU 0
     and 16 cores, then 80 on both GPUs, ten at once per GPU (four waves). A submission takes about as long with two
-    GPUs as with one, the rate is at least 1.8x, and one GPU stays inside the 30 s target. The one point lost in the
-    one-GPU run is the fp32 noise that raised attention's fp32 tolerance, named as such in the file."""
+    GPUs as with one and the rate is at least 1.8x (honest copies only: a scaling measurement, no verdict on the 30 s
+    target). The one point lost in the one-GPU run is the fp32 noise that raised attention's fp32 tolerance, named as
+    such in the file."""
     import torch
 
     one, two = _result("gpu_class_throughput_09_ray_1gpu"), _result("gpu_class_throughput_09_ray_2gpu")
@@ -1190,7 +1192,6 @@ def test_two_h200s_grade_chapter_09_through_ray_nearly_twice_as_fast_as_one():
     assert "2e-2" in one["not_full_marks_note"] and _attention_tolerance(torch.float32) == (2e-2, 2e-2)
     jobs = [statistics.median(v for v in r["seconds_per_submission"].values()) for r in (one, two)]
     assert abs(jobs[1] / jobs[0] - 1) < 0.1, jobs
-    assert one["steady_s_per_submission"] <= one["target_s"]
     assert one["steady_s_per_submission"] / two["steady_s_per_submission"] >= 1.8
     assert "2.05x" in (ROOT / "docs" / "scale.md").read_text()
 
@@ -1199,6 +1200,37 @@ def _attention_tolerance(dtype):
     from triton_course.attention import attention_tolerance
 
     return attention_tolerance(dtype)
+
+
+#: Hidden tests added after the last margin runs on the H200 (2026-12-04: correctness at GPU sizes, chapter 09's
+#: long sequences and fusion; no GPU was lent that session). They are reported as not yet measured on a GPU, never
+#: as failures; the commands in results/hidden_test_margins*.json measure them. Any other unrecorded cell fails.
+NOT_YET_MEASURED = {
+    "03_vector_add": {"test_add_gpu_sizes"}, "04_gelu": {"test_gelu_gpu_sizes"},
+    "05_softmax": {"test_softmax_gpu_sizes", "test_softmax_long_gpu_sizes"}, "06_rmsnorm": {"test_rmsnorm_gpu_sizes"},
+    "07_matmul_relu": {"test_matmul_relu_gpu_sizes"}, "08_fusion": {"test_fused_gpu_sizes"},
+    "09_attention": {"test_attention_long_sequences", "test_attention_fused"},
+}
+
+
+def _measured_hidden_tests(chapter: str) -> list[str]:
+    """The value-checking hidden tests of ``chapter`` that a margin run must have recorded: every one but the timed
+    tests and those not yet measured on a GPU."""
+    from tests.conftest import _solution
+
+    return [c.metadata["nbgrader"]["grade_id"] for c in _solution(chapter).cells
+            if c.cell_type == "code" and "BEGIN HIDDEN TESTS" in c.source
+            and not c.metadata["nbgrader"]["grade_id"].endswith(("_bandwidth", "_speed"))
+            and c.metadata["nbgrader"]["grade_id"] not in NOT_YET_MEASURED.get(chapter, set())]
+
+
+def test_cells_not_yet_measured_on_a_gpu_are_hidden_tests_of_their_chapter():
+    """The list above names real cells (a renamed or removed cell leaves it)."""
+    from tests.conftest import _solution
+
+    for chapter, cells in NOT_YET_MEASURED.items():
+        ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in _solution(chapter).cells}
+        assert cells <= ids, (chapter, cells - ids)
 
 
 def test_no_hidden_correctness_test_failed_an_honest_kernel_over_many_fresh_draws():
@@ -1215,13 +1247,9 @@ def test_no_hidden_correctness_test_failed_an_honest_kernel_over_many_fresh_draw
     assert "H200" in record["device"] and record["command"].startswith("python results/sweeps/hidden_test_margins.py")
     assert set(record["chapters"]) == {"03_vector_add", "04_gelu", "05_softmax", "06_rmsnorm", "07_matmul_relu",
                                        "08_fusion", "09_attention"}
-    from tests.conftest import _solution
-
     for chapter, run in record["chapters"].items():
         assert run["draws"] >= 30, chapter
-        hidden = [c.metadata["nbgrader"]["grade_id"] for c in _solution(chapter).cells
-                  if c.cell_type == "code" and "BEGIN HIDDEN TESTS" in c.source]
-        assert list(run["cells"]) == [g for g in hidden if not g.endswith(("_bandwidth", "_speed"))], chapter
+        assert [g for g in run["cells"] if g not in NOT_YET_MEASURED[chapter]] == _measured_hidden_tests(chapter), chapter
         for gid, cell in run["cells"].items():
             assert cell["draws"] == run["draws"] and cell["failed"] == 0 and not cell["failures"], (chapter, gid)
             assert cell["max_error_over_tolerance"] < 1, (chapter, gid)
@@ -1244,9 +1272,7 @@ def test_chapter_09s_hidden_tests_keep_their_margins_with_the_d128_cases_in_both
     assert "H200" in record["device"] and record["command"].startswith("python results/sweeps/hidden_test_margins.py")
     run = record["chapters"]["09_attention"]
     assert run["draws"] >= 300
-    hidden = [c.metadata["nbgrader"]["grade_id"] for c in _solution("09_attention").cells
-              if c.cell_type == "code" and "BEGIN HIDDEN TESTS" in c.source]
-    assert list(run["cells"]) == hidden
+    assert list(run["cells"]) == _measured_hidden_tests("09_attention")
     fp16 = next(c.source for c in _solution("09_attention").cells
                 if c.metadata.get("nbgrader", {}).get("grade_id") == "test_attention_fp16")
     assert "torch.bfloat16" in fp16 and "(2, 2, 256, False), (1, 3, 384, True)" in fp16
@@ -1269,6 +1295,40 @@ def test_a_throughput_run_records_the_confinement_that_reproduces_it_and_not_whe
     assert recorded_command(["03", "--ray"], [0, 1, 2, 5, 7, 8], 32, None) == f"taskset -c 0-2,5,7-8 {base}"
     assert recorded_command(["03", "--ray"], list(range(16)), 16, "") == f"CUDA_VISIBLE_DEVICES= {base}"
 
+
+
+def test_chapter_03s_class_rate_on_record_counts_every_submission_and_missed_its_target():
+    """results/gpu_class_throughput_03.json: 24 honest copies and the background-GPU-thread case graded together on
+    the H200. The class rate is over all 25 (first result to last, the case's slow tail included): 6.73 s per
+    submission, over the 6 s target. The honest-only figure added after the run is gone; the finishing times and
+    per-submission seconds it was computed from stay."""
+    r = _result("gpu_class_throughput_03")
+    finished = r["finished_at_s"]
+    assert r["class_size"] == r["graded"] == len(finished) == len(r["seconds_per_submission"]) == 25
+    assert "03_vector_add/yan_background_gpu_thread" in finished
+    everyone = (max(finished.values()) - min(finished.values())) / len(finished)
+    assert abs(r["steady_s_per_submission"] - everyone) <= 0.01 and r["steady_s_per_submission"] == 6.73
+    assert r["steady_s_per_submission"] > r["target_s"] == 6.0
+    assert not [k for k in r if "honest" in k and k != "every_honest_copy_full_marks"]
+
+
+def test_an_honest_only_class_rate_is_never_held_to_the_target():
+    """A class rate meets a target only as the issue's class (honest copies and the corpus, a hang and a crash among
+    them, results/gpu_class_throughput.py's class_complete). The docs quote 03's all-submissions rate as missing its
+    target, call no rate inside one, say that 09's and the course's are to be re-measured, and give each command."""
+    import re
+
+    for path in sorted((ROOT / "results").glob("gpu_class_throughput_*.json")):
+        r = json.loads(path.read_text())
+        if "rate" in r:   # recorded by the current script
+            assert r["rate"]["meets_target"] is None or r["rate"]["class_complete"], path.name
+    docs = {name: (ROOT / "docs" / name).read_text() for name in ("scale.md", "instructors.md")}
+    for name, text in docs.items():
+        assert "6.73 s" in text and "3.14" not in text and "3.1 s" not in text, name
+        assert "missed" in text and "re-measured" in text, name
+        assert not re.search(r"(inside|within|under) (the|its) \d+ s target", text), name
+    for part in ("03", "09", "course"):
+        assert f"python results/gpu_class_throughput.py {part}" in docs["scale.md"], part
 
 def test_hidden_test_margins_counts_a_failed_draw_and_how_far_off_it_was(tmp_path, monkeypatch):
     """results/sweeps/hidden_test_margins.py, through the interpreter on chapter 03: the solution passes every draw

@@ -9,7 +9,11 @@
   tensor-core roof of the matmuls and the special-function ceiling of the exponentials;
 * :func:`copy_reference`, :data:`COPY_HINTS` -- for the copy kernel that puts the offsets to work;
 * :func:`causal_block_sweep`, :func:`tiles_visited`, :func:`recorded_causal_ratios` -- the experiment: key
-  blocks visited with and without causal skipping, per block shape, beside the recorded GPU times.
+  blocks visited with and without causal skipping, per block shape, beside the recorded GPU times;
+* :func:`check_fused`, :func:`fused_points` -- fusion: the memory a call holds besides q, k, v and o, read from the
+  grader's re-run of its launch record, or measured the same way in the student's notebook (:func:`measured_scratch`);
+* :func:`sdpa`, :func:`attention_by_heads`, :func:`speed_not_graded_reason` -- the yardstick, the float64 reference
+  and the devices of the speed check (``triton_course.grading.throughput_points``).
 """
 
 from __future__ import annotations
@@ -776,6 +780,183 @@ def recorded_table_launches() -> dict[str, dict]:
                          "geomean": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 3),
                          "worst": min(ratios)}
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Fusion: what a call holds in memory besides q, k, v and o
+# ---------------------------------------------------------------------------------------------------
+
+#: A fused attention may hold this many times the bytes of q, k, v and o besides them (contiguous copies of
+#: strided inputs, heads padded to 16 columns, a log-sum-exp per row), plus FUSED_SLACK bytes (the grader's guard
+#: regions around each allocation, a lock or a descriptor): memory that grows as Z*H*N*D. Storing the scores or
+#: the probabilities takes Z*H*N*N elements, N/D times the bytes of q, which at the sizes checked is far more.
+FUSED_FACTOR = 2
+FUSED_SLACK = 128 << 10
+
+
+def fused_allowance(q: torch.Tensor) -> int:
+    """Bytes a fused attention on inputs shaped like ``q`` ([Z, H, N, D]) may hold besides q, k, v and o:
+    :data:`FUSED_FACTOR` times the four tensors (heads counted at least 16 wide, as ``tl.dot`` needs), plus
+    :data:`FUSED_SLACK`."""
+    Z, H, N, D = q.shape
+    return FUSED_FACTOR * 4 * Z * H * N * max(D, 16) * q.element_size() + FUSED_SLACK
+
+
+def beyond_outputs(outputs) -> int:
+    """Bytes of the outputs' storages besides the outputs' own elements (and the guard regions the grader puts
+    around every allocation): room where a kernel could have kept its scores and handed them back unseen, after the
+    output or in gaps between its rows (a strided view of a larger storage)."""
+    from .checks import DEFAULT_PAD
+
+    extra = 0
+    for t in outputs if isinstance(outputs, (tuple, list)) else (outputs,):
+        if isinstance(t, torch.Tensor):
+            own = (t.numel() + 2 * DEFAULT_PAD) * t.element_size()
+            extra += max(0, t.untyped_storage().nbytes() - own)
+    return extra
+
+
+def record_scratch_bytes(record: dict) -> int:
+    """Bytes a launch record (:meth:`triton_course.relaunch.LaunchRecord.as_dict`) allocates or uses from before
+    the call, besides its inputs and outputs: the memory its re-run holds, as the grader counts it."""
+    sizes: dict[int, int] = {}
+    for step in record["steps"]:
+        if "unknown" in step:   # a storage from before the call: its id and size
+            sizes[int(step["unknown"])] = int(step.get("nbytes", 0))
+            continue
+        for sid, nbytes in zip(step.get("out", []), step.get("nbytes", [])):   # an operator's new storages
+            if sid is not None:
+                sizes[int(sid)] = int(nbytes)
+    for sid in [int(ref["tensor"]) for ref in record["outputs"]] + [int(s) for s in record["inputs"]]:
+        sizes.pop(sid, None)
+    return sum(sizes.values())
+
+
+def measured_scratch(fn: Callable, args) -> tuple[object, int]:
+    """(``fn(*args)``, bytes the call held besides its tensor arguments and its outputs): the call recorded as the
+    grader records a graded call (:class:`triton_course.relaunch.LaunchRecord`), every storage it allocates or
+    uses from before the call counted, and the outputs' storages beyond the outputs (:func:`beyond_outputs`)."""
+    from .harness import OperatorLog
+    from .integrity import KernelLaunches
+    from .relaunch import LaunchRecord, StorageIds
+
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    record = LaunchRecord(tensors, StorageIds())   # ids of its own: every storage from before the call counts
+    launches = KernelLaunches(record)
+    with launches, OperatorLog(tensors, launches, record):
+        out = fn(*args)
+    outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
+    record.finish(outs)
+    return out, record_scratch_bytes(record.as_dict()) + beyond_outputs(outs)
+
+
+class _Held:
+    """``fn`` as :func:`triton_course.checks.check` calls it, keeping the bytes each call held besides its inputs
+    and outputs: in the grader, what the judge's re-run of the call's launch record held (``CallResult.rerun``),
+    which the student's process cannot forge; without the grader, :func:`measured_scratch`."""
+
+    def __init__(self, fn: Callable):
+        self.fn, self.held = fn, []
+        self.__name__ = getattr(fn, "__name__", "attention")
+        if hasattr(fn, "remote_call"):
+            self.remote_call = self._remote
+
+    def _remote(self, args, kwargs=None, **named):
+        result = self.fn.remote_call(args, kwargs, **named)
+        if result.rerun is None:
+            raise CheckFailed(f"{self.__name__}: the grader has no record of this call's launches to read its "
+                              "memory from (a bug of the course, not of your code)")
+        self.held.append(result.rerun.scratch_bytes + beyond_outputs(result.output))
+        return result
+
+    def __call__(self, *args):
+        out, held = measured_scratch(self.fn, args)
+        self.held.append(held)
+        return out
+
+
+def check_fused(fn: Callable, cases, reference: Callable, *, tolerances: Callable | None = None,
+                hints: tuple | list = (), quiet: bool = False) -> None:
+    """Each case (q, k, v, ...) must be right (:func:`triton_course.checks.check`) and the call must hold at most
+    :func:`fused_allowance` bytes besides q, k, v and its output; raises :class:`CheckFailed` naming the bytes
+    found against the bytes allowed. Pick N well above D: the N x N scores then far exceed the allowance."""
+    __tracebackhide__ = True
+    from .checks import check, describe_inputs
+
+    tolerances = tolerances or attention_tolerance
+    held = _Held(fn)
+    for args in cases:
+        q = args[0]
+        atol, rtol = tolerances(q.dtype)
+        check(held, args, reference, atol=atol, rtol=rtol, hints=hints)
+        found, allowed = held.held[-1], fused_allowance(q)
+        Z, H, N, _ = q.shape
+        label = f"{held.__name__}({describe_inputs(args)})"
+        if found > allowed:
+            raise CheckFailed(
+                f"{label} is right, but not fused: the call held {found:,} bytes of memory besides q, k, v and its "
+                f"output, and a fused attention needs at most {allowed:,} here ({FUSED_FACTOR} x the bytes of q, k, v "
+                f"and o, plus {FUSED_SLACK:,}: memory that grows as Z*H*N*D). The N x N scores of these "
+                f"{Z * H} head(s) are {Z * H * N * N * q.element_size():,} bytes in {str(q.dtype)[6:]}: S or P went "
+                "through memory. Keep each block of scores and probabilities in registers, inside one kernel (the "
+                "online softmax), and never allocate an [N, N] buffer.")
+        if not quiet:
+            print(f"ok  {label}: fused, {found:,} bytes held besides q, k, v and o (at most {allowed:,})")
+
+
+def fused_points(fn: Callable, cases, reference: Callable, *, points: float, tolerances: Callable | None = None,
+                 hints: tuple | list = ()) -> float:
+    """The fusion check of a hidden test (:func:`check_fused`, stderr kept quiet): ``points`` when every case is
+    right and fused; a :class:`CheckFailed` that says why otherwise. The last expression of a graded cell is its
+    score. It runs on the CPU too: the memory a call holds does not depend on the device."""
+    __tracebackhide__ = True
+    from .grading import quiet_stderr
+
+    with quiet_stderr():
+        check_fused(fn, cases, reference, tolerances=tolerances, hints=hints)
+    return float(points)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Speed against PyTorch's scaled_dot_product_attention
+# ---------------------------------------------------------------------------------------------------
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """PyTorch's ``scaled_dot_product_attention``: the yardstick of the speed check (cuDNN's fused attention on
+    the H200, results/09_attention.json's ``sdpa_backend``)."""
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+
+
+#: float64 scores the reference of the speed check holds at once (2 GiB): it goes through the heads in groups.
+REFERENCE_SCORES = 1 << 28
+
+
+def attention_by_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                       sm_scale: float | None = None) -> torch.Tensor:
+    """:func:`attention_reference`, a group of heads at a time, so that at most :data:`REFERENCE_SCORES` scores
+    exist at once: the grader checks every timed output of the speed check (Z = 4, H = 32, N = 4096 in float64
+    would be 17 GB of scores in one piece)."""
+    Z, H, N, D = q.shape
+    heads = max(1, REFERENCE_SCORES // max(1, N * N))
+    out = torch.empty(Z * H, N, D, dtype=q.dtype, device=q.device)
+    flat = [t.reshape(Z * H, N, D) for t in (q, k, v)]
+    for i in range(0, Z * H, heads):
+        out[i:i + heads] = attention_reference(*(t[i:i + heads] for t in flat), causal, sm_scale)
+    return out.view(Z, H, N, D)
+
+
+def speed_not_graded_reason() -> str | None:
+    """Why attention's speed cannot be compared with SDPA on this GPU (None: it can): where ``tl.dot`` has no tensor
+    cores (compute capability below 8.0, the T4) while SDPA uses them, no kernel of this chapter could pass."""
+    from .device import current
+
+    dev = current()
+    if dev.is_gpu and dev.compute_capability is not None and dev.compute_capability < (8, 0):
+        return (f"on {dev.name} tl.dot runs on FMA units (no tensor cores with current Triton) while SDPA uses "
+                "tensor cores, so attention's speed is not compared with it on this GPU.")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------

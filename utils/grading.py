@@ -60,6 +60,90 @@ def require_launch_per_call(timed: "LaunchesPerCall", what: str) -> None:
                           "cached one, say) has no bandwidth to grade: compute it with your kernel every time.")
 
 
+def at_gpu_sizes(check: Callable[[], object], *, points: float, what: str) -> float:
+    """Correctness at sizes that span many blocks: ``points`` when ``check`` passes on a GPU; on the CPU,
+    where the interpreter cannot run such sizes, 0 and a NOT GRADED line, never a pass.
+
+    ``check`` runs the chapter's ``check_all`` on those sizes and raises :class:`CheckFailed` naming the first
+    size that is wrong, so a kernel right up to some size and wrong past it loses these points. The last
+    expression of a graded cell is its score: a hidden test ends with ``at_gpu_sizes(...)``."""
+    __tracebackhide__ = True
+    if current().interpreted:
+        print(f"{NOT_GRADED}: {what} runs sizes that only a CUDA GPU runs in reasonable time, and this run used "
+              f"Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; the instructor "
+              "grades it on a GPU.")
+        return 0.0
+    with quiet_stderr():
+        check()
+    print(f"{what}: correct at every size.")
+    return float(points)
+
+
+def _not_graded_here(points: float, what: str, why: str) -> float:
+    print(f"{NOT_GRADED}: {why} 0 of {points:g} points are awarded for {what} here; the instructor grades it on a GPU.")
+    return 0.0
+
+
+def throughput_points(fn: Callable[..., object], baseline: Callable[..., object],
+                      make_inputs: Callable[[], Sequence[object]], work: float, *, fraction: float, points: float,
+                      what: str, baseline_name: str, unit: str = "TFLOP/s", per_unit: float = 1e12,
+                      reference: Callable[..., object] | None = None,
+                      tolerances: Callable[[object], tuple[float, float]] | None = None,
+                      not_here: str | None = None, advice: str = "") -> float:
+    """Points for reaching ``fraction`` of ``baseline``'s throughput (a trusted library doing the same ``work``,
+    FLOPs by default, shown in ``unit``); 0 and NOT GRADED under the interpreter, or on a GPU where ``not_here``
+    (a sentence) says why no kernel could be compared with the baseline there.
+
+    Called by the grader's judge with the student's function as a proxy, the student's function is timed in
+    its sandboxed kernel on inputs drawn from secret keys, every timed output checked against ``reference``
+    with ``tolerances``, and the baseline in the judge's own process on the same GPU
+    (:func:`grader.judge_timing.verified_against_baseline`). Without the judge, both are timed in turn on the
+    same inputs (:func:`triton_course.bench.steady_rounds`). A kernel below target raises :class:`CheckFailed`
+    with the numbers and ``advice``; the last expression of a graded cell is its score."""
+    __tracebackhide__ = True
+    import statistics
+
+    dev, remote = current(), hasattr(fn, "remote_call")
+    protocol_only = False   # the course's own tests run the judge's protocol under the interpreter
+    if remote and dev.interpreted:
+        from grader.judge_timing import timing_on_cpu
+
+        protocol_only = timing_on_cpu()
+    if dev.interpreted and not protocol_only:
+        return _not_graded_here(points, what, f"the speed of {what} can only be measured on a CUDA GPU, and this "
+                                "run used Triton's interpreter on the CPU.")
+    if remote and (reference is None or tolerances is None):
+        raise CheckFailed(f"{what}: this hidden test gives no reference to check the timed outputs with "
+                          "(a bug of the course, not of your code)")
+    if not dev.interpreted and not_here:
+        return _not_graded_here(points, what, not_here)
+    if remote:
+        from grader.judge_timing import verified_against_baseline
+
+        fraction = 0.0 if protocol_only else fraction   # the interpreter's numbers mean nothing
+        ours_ms, theirs_ms = verified_against_baseline(fn, baseline, make_inputs, fraction=fraction, what=what,
+                                                       reference=reference, tolerances=tolerances)
+    else:
+        from .bench import steady_rounds
+        from .integrity import LaunchesPerCall
+
+        with quiet_stderr():
+            try:
+                with LaunchesPerCall(fn) as timed:
+                    times = steady_rounds({"fn": timed, "baseline": baseline}, make_inputs)
+            except Exception as exc:
+                raise CheckFailed(explain_exception(exc, what)) from None
+            require_launch_per_call(timed, what)
+        ours_ms, theirs_ms = statistics.median(times["fn"]), statistics.median(times["baseline"])
+    ours, theirs = work / (ours_ms * 1e-3) / per_unit, work / (theirs_ms * 1e-3) / per_unit
+    verdict = (f"{what}: {ours:,.1f} {unit} = {ours / theirs:.0%} of {baseline_name} ({theirs:,.1f} {unit}); "
+               f"target {fraction:.0%}")
+    if ours < fraction * theirs:
+        raise CheckFailed(verdict + (". " + advice if advice else ""))
+    print(verdict + ": passed")
+    return float(points)
+
+
 def timed_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
                what: str) -> float:
     """:func:`triton_course.bench.measure_gbps` of ``fn``, checking that every timed call launched a kernel."""
