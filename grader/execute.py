@@ -272,6 +272,7 @@ class CourseExecute(Execute):
         return next((n for n in notes if n), None)
 
     def preprocess(self, nb, resources=None, km=None):
+        began_all = time.perf_counter()  # the judge's imports (PyTorch) included
         from grader.judge import JudgeSession, Seed
         from grader.relauncher import ProcessRelauncher, notebook_kernel_shapes
         from grader.sandbox import Sandbox
@@ -379,6 +380,8 @@ class CourseExecute(Execute):
         meta["seed_sha"] = seed.fingerprint
         meta["judge_problems"] = problems
         meta["seconds"] = self._seconds  # where the grading time went (the grader's own clock)
+        meta["phases"] = self._session.phases.summary()  # the judge's calls, re-runs, timing (grader.phases)
+        meta["execute_s"] = round(time.perf_counter() - began_all, 3)  # this step's whole time, in nbgrader's
         meta["timing"] = self._session.timing_rounds  # every timed round: graph or not, both clocks
         meta["gpu_lock"] = self._session.gpu_lock.history  # every timed hold: who else was registered, frozen, drained
         meta["quiet_while_judge_times"] = [m["name"] for m in self._session.own_sandboxes]
