@@ -242,8 +242,9 @@ def _check_page(page, self_check: int, plot: int) -> None:
     assert not check_cell.locator("[data-mime-type='application/vnd.jupyter.stderr']").count(), texts
     check_lines = [ln for t in check_cell.locator(".jp-OutputArea-output").all_text_contents()
                    for ln in t.splitlines() if ln.strip()]
-    assert check_lines and all(ln.startswith("ok  add(") for ln in check_lines), \
-        f"the self-check should print only its `ok  add(...)` lines, it printed: {check_lines}"
+    assert check_lines and all(ln.startswith("ok  ") for ln in check_lines) and \
+        sum(ln.startswith("ok  add(") for ln in check_lines) >= 3 and check_lines[-1].startswith("ok  every load"), \
+        f"the self-check should print only its `ok  ...` lines (add's calls, then the masked loads): {check_lines}"
 
     plot_cell = cells.nth(plot)
     img = plot_cell.locator(".jp-OutputArea-output img")

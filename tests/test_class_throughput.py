@@ -60,8 +60,10 @@ def test_the_dry_runs_headline_rate_counts_every_submission(dry_run):
     rate, finished = r["rate"], r["finished_at_s"]
     assert len(finished) == r["class_size"] and set(finished) >= set(r["corpus_outcomes"])
     n = len(finished)
-    everyone = round((max(finished.values()) - min(finished.values())) / n, 2)
-    assert abs(rate["s_per_submission"] - everyone) <= 0.02 and r["steady_s_per_submission"] == rate["s_per_submission"]
+    everyone = (max(finished.values()) - min(finished.values())) / n
+    # finished_at_s is kept to 0.1 s and the rate to 0.01 s: they agree within those roundings
+    assert abs(rate["s_per_submission"] - everyone) <= 0.1 / n + 0.01
+    assert r["steady_s_per_submission"] == rate["s_per_submission"]
     assert rate["counts"] == "every submission of the class: 2 honest, 2 from the corpus"
     assert rate["meets_target"] is None and "dry run" in rate["no_verdict_because"]
     assert "steady_s_per_honest_submission" not in r and "never compared" in rate["honest_only_breakdown"]["note"]

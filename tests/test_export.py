@@ -23,7 +23,7 @@ import nbformat
 import pytest
 
 from grader.__main__ import main
-from grader.autograde import find_submissions, grade_all
+from grader.autograde import find_submissions, grade_all, graded_cells
 from grader.collect import collect, read_report
 from grader.course import EXAMPLE_SUBMISSIONS
 from grader.examples import apply_answers, parse_answers
@@ -33,6 +33,11 @@ from grader.results import write_json
 
 A = "03_vector_add"
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("lms_export")]  # one graded class per run
+#: chapter 03's points, as its solution notebook gives them (the LMS files' "Points Possible")
+POSSIBLE = f"{sum(c.points for c in graded_cells('03_vector_add')):.2f}"
+#: its points that need a GPU (the bandwidth, and correctness at GPU sizes): not graded on the CPU
+NOT_GRADED_HERE = f"{sum(c.points for c in graded_cells('03_vector_add')
+                            if c.grade_id.endswith(('_bandwidth', '_gpu_sizes'))):.2f}"
 
 CANVAS_ARCHIVE = {  # entry -> answer file (None: a notebook of another course)
     "doejane_12345_90001_03_vector_add.ipynb": "ada_correct",
@@ -129,7 +134,7 @@ def test_canvas_file_has_canvas_columns_and_ids(graded, capsys):
     printed = capsys.readouterr().out
     rows = _rows(out)
     assert rows[0] == CANVAS_HEADER + [A]
-    assert rows[1] == ["    Points Possible", "", "", "", "", "7.00"]
+    assert rows[1] == ["    Points Possible", "", "", "", "", POSSIBLE]
     records = graded["records"]
     students = {r[1]: r for r in rows[2:]}
     assert len(rows) - 2 == len(students) == 3  # one row per student
@@ -148,7 +153,7 @@ def test_canvas_file_with_the_gradebook_export_as_roster(graded, capsys):
                  "--title", f"{A}=Vector add", "--allow-not-graded"]) == 0
     rows = _rows(out)
     assert rows[0] == CANVAS_HEADER + ["Vector add (4242)"]  # Canvas's own column: no new assignment
-    assert rows[1] == ["    Points Possible", "", "", "", "", "7.00"]
+    assert rows[1] == ["    Points Possible", "", "", "", "", "7.00"]   # as the roster says
     records = graded["records"]
     assert rows[2:] == [
         ["Doe, Jane", "12345", "S001", "jdoe1", "Triton 101 A", f"{_points(records, 'doejane_canvas12345'):.2f}"],
@@ -168,9 +173,9 @@ def test_moodle_worksheet_has_moodle_columns_and_participant_ids(graded, capsys)
     stamp = "Tuesday, 24 November 2026, 03:05 PM"
     assert moodle_time(when) == stamp
     assert rows[1:] == [
-        ["Participant 503", "Ann Lee", "", "", "", "7.00", "Yes", "", stamp],
-        ["Participant 501", "Jane Doe", "", "", f"{_points(records, 'janedoe_moodle501'):.2f}", "7.00", "Yes", "", stamp],
-        ["Participant 502", "Jane Doe", "", "", f"{_points(records, 'janedoe_moodle502'):.2f}", "7.00", "Yes", "", stamp],
+        ["Participant 503", "Ann Lee", "", "", "", POSSIBLE, "Yes", "", stamp],
+        ["Participant 501", "Jane Doe", "", "", f"{_points(records, 'janedoe_moodle501'):.2f}", POSSIBLE, "Yes", "", stamp],
+        ["Participant 502", "Jane Doe", "", "", f"{_points(records, 'janedoe_moodle502'):.2f}", POSSIBLE, "Yes", "", stamp],
     ]
     assert any("doejane_canvas12345" in x for x in result.left_out)
 
@@ -190,7 +195,7 @@ def test_plain_csv_states_not_graded_points(graded):
     rows = _rows(out)
     assert rows[0] == CSV_HEADER
     by = {r[0]: dict(zip(CSV_HEADER, r)) for r in rows[1:]}
-    assert by["doejane_canvas12345"]["lms_id"] == "12345" and by["doejane_canvas12345"]["not_graded_points"] == "2.00"
+    assert by["doejane_canvas12345"]["lms_id"] == "12345" and by["doejane_canvas12345"]["not_graded_points"] == NOT_GRADED_HERE
     assert by["janedoe_moodle502"]["name"] == "Jane Doe" and by["janedoe_moodle502"]["id_kind"] == "moodle_participant_id"
     assert by["leeann_canvas12348"]["points"] == "" and by["leeann_canvas12348"]["state"].startswith("rejected")
     assert by["annlee_moodle503"]["points"] == ""

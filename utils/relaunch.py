@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import importlib
 import json
@@ -170,10 +171,15 @@ def _object_allowed(obj: Any, via_course: bool) -> bool:
         return module.split(".")[0] == "triton_course" or _language_module(module)
     if via_course:
         return False
+    while isinstance(obj, functools.partial):   # the interpreter binds some of the language's functions so
+        obj = obj.func
     module = getattr(obj, "__module__", None)
     if not isinstance(module, str):
         module = type(obj).__module__
-    return _language_module(module) or (isinstance(obj, (int, float, bool)) and not isinstance(obj, type))
+    # under the interpreter, triton.language's functions are the interpreter's stand-ins for them while kernels run
+    # (and for good once the course keeps them bound, triton_course.versions): the same functions a kernel calls
+    return _language_module(module) or module == "triton.runtime.interpreter" or \
+        (isinstance(obj, (int, float, bool)) and not isinstance(obj, type))
 
 
 def _traversable(module: types.ModuleType) -> bool:
