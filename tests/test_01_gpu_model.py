@@ -169,3 +169,92 @@ def test_examples_by_real_autograde(tmp_path):
     dev = records[("dev_no_reservation", "test_occupancy_shared")]
     assert dev.status == "failed" and "1 KB reservation" in dev.message
     assert records[("dev_no_reservation", "test_occupancy_registers")].status == "passed"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The GPU cells on every compute capability a student's GPU may have
+# ---------------------------------------------------------------------------------------------------
+
+#: (compute capability, a GPU of it, SMs, threads per SM): older than the table, in it, and newer than it.
+CAPABILITIES = [((3, 5), "Tesla K80", 13, 2048), ((7, 5), "Tesla T4", 40, 1024), ((8, 6), "NVIDIA A10", 72, 1536),
+                ((8, 9), "NVIDIA L4", 58, 1536), ((9, 0), "NVIDIA H200", 132, 2048),
+                ((10, 0), "NVIDIA B200", 148, 2048), ((12, 0), "NVIDIA GeForce RTX 5090", 170, 1536)]
+
+
+def _props(cc, name, sms, threads):
+    """A stand-in for ``torch.cuda.get_device_properties`` of a GPU that is not here."""
+    import types
+
+    return types.SimpleNamespace(name=name, major=cc[0], minor=cc[1], multi_processor_count=sms,
+                                 max_threads_per_multi_processor=threads, regs_per_multiprocessor=65536,
+                                 shared_memory_per_multiprocessor=102400, L2_cache_size=4 << 20, total_memory=16e9)
+
+
+@pytest.mark.parametrize("cc, name, sms, threads", CAPABILITIES)
+def test_device_limits_name_a_capability_the_table_lacks_and_never_raise(cc, name, sms, threads):
+    """A capability in the table gets its own limits and no note; any other gets the nearest known one's (the
+    newest not newer, else the oldest), and a note naming the GPU, its capability and the assumption."""
+    from triton_course.occupancy import device_limits
+
+    lim, note = device_limits(_props(cc, name, sms, threads))
+    if cc in LIMITS:
+        assert lim is LIMITS[cc] and note == ""
+        return
+    assumed = {(3, 5): (7, 5), (12, 0): (10, 0)}[cc]
+    assert lim is LIMITS[assumed]
+    assert name in note and f"compute capability {cc[0]}.{cc[1]} is not in the table" in note
+    assert f"assuming the limits of {assumed[0]}.{assumed[1]}" in note
+    with pytest.raises(ValueError, match=f"compute capability {cc[0]}.{cc[1]}"):
+        sm_limits(cc)                     # the student's sm_limits stays strict; the cells use device_limits
+
+
+def _gpu_cell_namespace(ns, props, driver_blocks=2):
+    """The solution's namespace with the GPU parts of cells 6 and 22 replaced by stand-ins for ``props``: a
+    device that is a GPU, torch.cuda's properties, a @triton.jit whose launch returns a compiled kernel, the
+    kernel's statistics and the driver's block count. The cells' own code and the reference ``occupancy`` run."""
+    import types
+
+    from triton_course.gpus import spec_for
+    from triton_course.occupancy import KernelStats
+
+    def launch(*args, num_warps, **kwargs):
+        return KernelStats("row_sum_kernel", num_warps, 32, 0, 0)
+    fake = dict(ns)
+    fake["device"] = types.SimpleNamespace(is_gpu=True, peak_gbps=300.0, spec=spec_for(props.name))
+    fake["torch"] = types.SimpleNamespace(
+        randn=lambda *a, **k: None, empty=lambda *a, **k: None,
+        cuda=types.SimpleNamespace(get_device_properties=lambda index: props))
+    kernel = type("Kernel", (), {"__getitem__": lambda self, grid: launch})   # kernel[grid](...) -> stats
+    fake["triton"] = types.SimpleNamespace(jit=lambda fn: kernel())
+    fake["tl"] = types.SimpleNamespace(constexpr=int)
+    fake["compiled_kernel_stats"] = lambda compiled: compiled
+    fake["driver_active_blocks"] = lambda compiled: driver_blocks
+    return fake
+
+
+def _code_cell_starting(text: str) -> str:
+    import nbformat
+
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    return next(c.source for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith(text))
+
+
+@pytest.mark.parametrize("cc, name, sms, threads", CAPABILITIES)
+def test_the_gpu_cells_run_on_every_compute_capability(ns, capsys, cc, name, sms, threads):
+    """Chapter 01's two GPU cells (the own-GPU row of the table and the compiled reduction's occupancy) on a GPU
+    of each capability: no ValueError, an unknown capability named with the limits assumed, and the driver's
+    occupancy taken from the GPU's own warp slots, not from the table."""
+    fake = _gpu_cell_namespace(ns, _props(cc, name, sms, threads))
+    exec_cell(_code_cell_starting("if device.is_gpu:\n    props = torch.cuda.get_device_properties(0)"),
+              "<01 own gpu>", fake)
+    exec_cell(_code_cell_starting("@triton.jit\ndef row_sum_kernel"), "<01 row sum>", fake)
+    out = capsys.readouterr().out
+    assert f"{cc[0]}.{cc[1]}" in out and str(sms) in out
+    if cc in LIMITS:
+        assert "not in the table" not in out
+    else:
+        assert out.count(f"compute capability {cc[0]}.{cc[1]} is not in the table") == 2, out
+    rows = [line.split() for line in out.splitlines() if line.split() and line.split()[0] in ("1", "4", "8", "16")]
+    assert len(rows) == 4
+    for row in rows:                                            # 2 blocks of num_warps warps over the SM's slots
+        assert float(row[-1]) == pytest.approx(2 * int(row[0]) * 32 / threads, abs=1e-4)

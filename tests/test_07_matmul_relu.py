@@ -1289,3 +1289,108 @@ def test_the_cheat_that_spins_the_gpu_until_it_is_timed_is_otherwise_correct(mon
     assert harness._serve_timing.__qualname__.endswith("_spin_until_timed.<locals>.serve")
     assert "test_matmul_relu_speed" in outcomes and len(outcomes) >= 5
     assert all(outcome == "passed" for outcome in outcomes.values()), outcomes
+
+
+# ---------------------------------------------------------------------------------------------------
+# SM counts and waves come from the running GPU, never from a literal
+# ---------------------------------------------------------------------------------------------------
+
+#: Name and SM count of GPUs students run on: a T4, an A10, an L4, an H200.
+SM_COUNTS = [("Tesla T4", 40), ("NVIDIA A10", 72), ("NVIDIA L4", 58), ("NVIDIA H200", 132)]
+
+
+@pytest.mark.parametrize("name, sms", SM_COUNTS)
+def test_a_wave_is_the_running_gpus_sm_count_times_the_programs_the_driver_fits(monkeypatch, name, sms):
+    """programs_per_wave on a GPU (stood in for: its properties, and the driver's count of programs per SM for
+    the launch): the SM count is the device's multi_processor_count, times the driver's figure for a kernel."""
+    import types
+
+    import triton_course.matmul as matmul
+    import triton_course.occupancy as occupancy
+
+    props = types.SimpleNamespace(name=name, multi_processor_count=sms)
+    monkeypatch.setattr(matmul, "current", lambda: types.SimpleNamespace(is_gpu=True))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda where: props)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert matmul.programs_per_wave() == (sms, f"{name}: {sms} SMs x one program per SM = {sms} programs per wave")
+    launched = []
+    monkeypatch.setattr(matmul, "_launch", lambda kernel, a, b, **meta: launched.append(meta) or (None, "compiled"))
+    monkeypatch.setattr(occupancy, "driver_active_blocks", lambda compiled: 3 if compiled == "compiled" else None)
+    a, b = make(32, 32, 32, device="cpu")
+    wave, how = matmul.programs_per_wave("kernel", a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=4)
+    assert wave == 3 * sms and f"{sms} SMs x 3 program(s)" in how
+    assert launched == [dict(programs=1, BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=4)]
+
+
+def test_without_a_gpu_the_wave_says_it_assumes_the_recorded_gpu():
+    """Under the interpreter there is no SM count: the wave is the recorded GPU's SMs (its datasheet entry) times
+    the programs per SM the driver gave there for the same launch (results/01_gpu_model.json), one per SM for a
+    launch not recorded; the text says the interpreter has no SM count and what is assumed."""
+    from triton_course.gpus import recorded, spec_for
+    from triton_course.matmul import programs_per_wave
+
+    record, _ = recorded("01_gpu_model")
+    sms = spec_for(record["device"]).sms
+    fixed = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_stages=3, num_warps=4)
+    per_sm = next(k["driver_active_blocks"] for k in record["kernels"]
+                  if k["kernel"] == "tile_matmul 128x128x32 stages=3" and k["num_warps"] == 4)
+    wave, how = programs_per_wave(None, None, None, **fixed)
+    assert per_sm > 1 and wave == sms * per_sm
+    assert "interpreter has no SM count" in how and "results/01_gpu_model.json" in how and str(wave) in how
+    assert programs_per_wave(None, None, None, **dict(fixed, BLOCK_K=16))[0] == sms
+    assert programs_per_wave()[0] == sms
+
+
+def _chapter_cell(start: str) -> str:
+    return next(source for _, source in _code_cells() if source.lstrip().startswith(start))
+
+
+@pytest.mark.parametrize("sms", [40, 58, 72])
+def test_the_notebooks_band_counts_use_the_wave_of_the_running_gpu(ns, capsys, sms):
+    """The program-order cell and the GROUP_M experiment count the bands that one wave reads with the wave
+    programs_per_wave gives (here a T4's, an L4's or an A10's SM count), not with an H200's 132."""
+    fake = dict(ns)
+    fake["programs_per_wave"] = lambda *args, **meta: (sms, f"fake GPU: {sms} programs per wave")
+    from grader.notebook_code import exec_cell
+
+    exec_cell(_chapter_cell("def tile_of("), "<07 tile_of>", fake)
+    exec_cell(_chapter_cell("GROUPS = "), "<07 GROUP_M>", fake)
+    out = capsys.readouterr().out
+    footprint = fake["wave_footprint"]
+    for g in (1, 8, 16):
+        rows, cols = footprint(32, 32, g, sms)
+        assert f"GROUP_M = {g:>2}: {rows:>2} bands of A + {cols:>2} bands of B" in out and f"for {sms} tiles" in out
+    table = {int(r[0]): int(r[1]) for r in (line.split() for line in out.splitlines())
+             if len(r) == 4 and r[0].isdigit()}
+    assert table == {g: sum(footprint(64, 64, g, sms)) for g in (1, 2, 4, 8, 16, 32)}
+    assert out.count(f"fake GPU: {sms} programs per wave") == 2
+
+
+def test_no_code_cell_of_the_chapter_has_an_sm_count_literal():
+    """No literal SM count of a GPU students meet (40, 58, 72, 108, 132, 148) appears as a number in the code of
+    the chapter's non-test cells (comments and strings may quote an H200's figures): SM counts, and the waves and
+    launches they decide, come from the running GPU."""
+    import io
+    import tokenize
+
+    for grade_id, source in _code_cells():
+        if "BEGIN HIDDEN TESTS" in source:
+            continue
+        tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+        numbers = [t.string for t in tokens if t.type == tokenize.NUMBER]
+        assert not {"58", "108", "132", "148"} & set(numbers), source[:300]
+        assert not re.search(r"\b(wave|sms?)\s*=\s*\d", source, re.IGNORECASE), source[:300]
+        assert not re.search(r"wave_footprint\([^()]*,\s*\d+\s*\)", source), source[:300]
+
+
+@pytest.mark.parametrize("sms, kept_at_1024", [(40, {(64, 64), (64, 128), (128, 64), (128, 128), (64, 256),
+                                                      (128, 256), (256, 128)}),
+                                               (132, {(64, 64), (64, 128), (128, 64)})])
+def test_the_autotuners_pruning_follows_the_gpus_sm_count(ns, monkeypatch, sms, kept_at_1024):
+    """At 1024^3, 128 x 256 tiles number 32: enough to keep half of a T4's 40 SMs busy, not half of an H200's
+    132. The pruning reads the device's SM count, so a T4 times them and an H200 does not."""
+    import dataclasses
+
+    monkeypatch.setitem(ns, "device", dataclasses.replace(ns["device"], sms=sms))
+    kept = ns["tiles_fill_half_the_sms"](ns["GPU_CONFIGS"], {"M": 1024, "N": 1024, "K": 1024})
+    assert {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in kept} == kept_at_1024

@@ -10,6 +10,7 @@ median time. The yardstick is the vendor library measured in the same process (c
 * :func:`reference`, :func:`tolerance`, :func:`make`, :data:`HINTS` -- the check of ``matmul_relu`` and the
   hints that name its known traps, each only on its own symptom;
 * :func:`launch` -- the chapter's kernel launched with given meta-parameters, for the experiments;
+* :func:`programs_per_wave` -- the programs that run at once on the running GPU (SMs x programs per SM);
 * :func:`compile_report` -- a kernel compiled for a GPU that need not be here (sm_90 by default), and
   what its PTX shows: 16-byte asynchronous copies or 2-byte loads, tensor-core instructions, shared
   memory and its swizzled layout;
@@ -317,14 +318,55 @@ def launch(kernel, a: torch.Tensor, b: torch.Tensor, *, aligned: bool = False, p
     meta-parameters given (``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M``, ``num_warps``, ``num_stages``),
     for the experiments. ``aligned`` is passed as ``ALIGNED``; ``programs`` launches only the first that
     many programs (the tiles they write show the program order); ``out`` receives the result."""
+    return _launch(kernel, a, b, aligned=aligned, programs=programs, out=out, **meta)[0]
+
+
+def _launch(kernel, a: torch.Tensor, b: torch.Tensor, *, aligned: bool = False, programs: int | None = None,
+            out: torch.Tensor | None = None, **meta) -> tuple[torch.Tensor, object]:
+    """:func:`launch`, returning also what the launch returned (the compiled kernel on a GPU, None in the
+    interpreter)."""
     m, k = a.shape
     n = b.shape[1]
     c = out if out is not None else torch.empty((m, n), device=a.device, dtype=a.dtype)
     tiles = -(-m // meta["BLOCK_M"]) * -(-n // meta["BLOCK_N"])
-    kernel[(programs if programs is not None else tiles,)](
+    compiled = kernel[(programs if programs is not None else tiles,)](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         ALIGNED=aligned, **meta)
-    return c
+    return c, compiled
+
+
+def programs_per_wave(kernel=None, a: torch.Tensor | None = None, b: torch.Tensor | None = None,
+                      **meta) -> tuple[int, str]:
+    """``(programs that run at once, how that was found)``: the running GPU's SM count
+    (``multi_processor_count``) times the programs of ``kernel`` launched on ``a``, ``b`` with ``meta`` that fit on
+    one SM, as the CUDA driver counts them (one per SM when no kernel is given). Without a GPU, the interpreter
+    has no SMs: the figures recorded on a GPU in ``results/01_gpu_model.json`` stand in, and the text says so."""
+    dev = current()
+    if dev.is_gpu:
+        props = torch.cuda.get_device_properties(a.device if a is not None else torch.cuda.current_device())
+        sms, per_sm = props.multi_processor_count, 1
+        if kernel is not None:
+            from .occupancy import driver_active_blocks
+            per_sm = driver_active_blocks(_launch(kernel, a, b, programs=1, **meta)[1]) or 1
+        what = f"{per_sm} program(s) of this launch per SM" if kernel is not None else "one program per SM"
+        return sms * per_sm, f"{props.name}: {sms} SMs x {what} = {sms * per_sm} programs per wave"
+    return _recorded_wave(meta)
+
+
+def _recorded_wave(meta: dict) -> tuple[int, str]:
+    """The wave of :func:`programs_per_wave` without a GPU: the recorded GPU's SM count times the programs per
+    SM the driver gave there for the same tile, stages and warps (one, if that tile was not recorded)."""
+    from .gpus import GPU_SPECS, spec_for
+    data, _ = recorded("01_gpu_model")
+    spec = spec_for((data or {}).get("device", "")) or GPU_SPECS["H200"]
+    source = "results/01_gpu_model.json" if data else "its datasheet (results/01_gpu_model.json is not here)"
+    name = (f"tile_matmul {meta.get('BLOCK_M')}x{meta.get('BLOCK_N')}x{meta.get('BLOCK_K')} "
+            f"stages={meta.get('num_stages')}")
+    per_sm = next((k["driver_active_blocks"] for k in (data or {}).get("kernels", [])
+                   if k["kernel"] == name and k["num_warps"] == meta.get("num_warps")), 1)
+    return spec.sms * per_sm, (f"no GPU: Triton's interpreter has no SM count, so this assumes the {spec.name} of "
+                               f"{source}, {spec.sms} SMs x {per_sm} program(s) per SM = "
+                               f"{spec.sms * per_sm} programs per wave")
 
 
 def tile_map(c: torch.Tensor, block_m: int, block_n: int) -> list[str]:

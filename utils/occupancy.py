@@ -62,6 +62,29 @@ def sm_limits(gpu: str | tuple[int, int]) -> SMLimits:
     return LIMITS[cc]
 
 
+def nearest_known(cc: tuple[int, int]) -> tuple[int, int]:
+    """The compute capability of :data:`LIMITS` nearest ``cc``: the newest one not newer than ``cc``, or the
+    oldest in the table for a GPU older than all of them."""
+    older = [known for known in LIMITS if known <= cc]
+    return max(older) if older else min(LIMITS)
+
+
+def device_limits(props) -> tuple[SMLimits, str]:
+    """``(limits, note)`` for a GPU's device properties (``torch.cuda.get_device_properties``: ``name``,
+    ``major``, ``minor``). ``note`` is empty when the table holds the GPU's compute capability; otherwise it
+    names the capability, the nearest one whose limits stand in for it, and what that costs. Never raises for
+    an unknown capability, so a notebook's GPU cells run on any GPU."""
+    cc = (int(props.major), int(props.minor))
+    if cc in LIMITS:
+        return LIMITS[cc], ""
+    near = nearest_known(cc)
+    older = " (older than any GPU in the table; current Triton compiles for 7.5 and newer)" if cc < near else ""
+    note = (f"{getattr(props, 'name', 'this GPU')}: compute capability {cc[0]}.{cc[1]} is not in the table of SM "
+            f"limits{older}; assuming the limits of {near[0]}.{near[1]}, the nearest known. Occupancies computed "
+            "from the table are estimates here; the CUDA driver's figure is the GPU's own.")
+    return LIMITS[near], note
+
+
 @dataclass(frozen=True)
 class KernelStats:
     """What the compiler decided for one compiled Triton kernel."""
