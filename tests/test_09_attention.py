@@ -26,7 +26,8 @@ from triton_course.attention import (AMPERE_CONFIGS, ATTENTION_HINTS, COPY_HINTS
                                      TURING_CONFIG, AttentionConfig, attention_reference, attention_tolerance,
                                      causal_block_sweep, check_base_offset, check_row_offset, check_split,
                                      copy_reference, for_length, fused_allowance, launch_config, pinned_config,
-                                     recorded_causal_ratios, tiles_visited)
+                                     estimated_shared_bytes, fit_shared_memory, recorded_causal_ratios,
+                                     shared_memory_limit, tiles_visited)
 from triton_course.checks import CheckFailed, check, error_over_tolerance
 
 CHAPTER = "09_attention"
@@ -197,6 +198,55 @@ def test_launch_config_on_hopper_takes_the_table_by_length_and_float32_a_smaller
             assert small == AMPERE_CONFIGS[d], (d, causal, n)
             tiles = small.block_m * d + 2 * small.num_stages * small.block_n * d   # q, and k and v per stage
             assert tiles * 4 <= 200 * 1024, small   # float32: well inside the H200's 227 KB per program
+
+
+def student_gpu(name: str, cc: tuple[int, int]):
+    """This process's device, described as a student's GPU (only the launch rules read it; no kernel runs)."""
+    from triton_course import device as course_device
+
+    return course_device.Device(False, torch.device("cpu"), name, cc, 40, 300.0, None)
+
+
+@pytest.mark.parametrize("name, cc", [("NVIDIA A10", (8, 6)), ("NVIDIA L4", (8, 9))])
+def test_launch_config_shrinks_a_launch_that_does_not_fit_the_gpus_shared_memory(ns, monkeypatch, name, cc):
+    """float32 at D = 128 with the Ampere launch needs 112 KB (compiled for sm_86, tests/test_gpu_limits.py), an
+    A10 or L4 has 99 KB: the rule drops a pipeline stage there, keeps the 16-bit launch as it is, and keeps the
+    float32 one whole on a GPU with room (an A100's 163 KB)."""
+    from triton_course import device as course_device
+
+    monkeypatch.setattr(course_device, "_CURRENT", student_gpu(name, cc))
+    limit = shared_memory_limit()
+    assert limit == 99 * 1024
+    q16, q32 = torch.empty(1, 1, 256, 128, dtype=torch.float16), torch.empty(1, 1, 256, 128)
+    assert launch_config(q16, q16, q16, True, ns["HOPPER_CONFIGS"]) == AMPERE_CONFIGS[128]
+    small = launch_config(q32, q32, q32, True, ns["HOPPER_CONFIGS"])
+    assert small == AttentionConfig(64, 64, 4, 1), small
+    assert estimated_shared_bytes(small, 128, 4) <= limit < estimated_shared_bytes(AMPERE_CONFIGS[128], 128, 4)
+    monkeypatch.setattr(course_device, "_CURRENT", student_gpu("NVIDIA A100", (8, 0)))
+    assert launch_config(q32, q32, q32, True, ns["HOPPER_CONFIGS"]) == AMPERE_CONFIGS[128]
+
+
+def test_a_launch_is_shrunk_stages_first_then_key_blocks_then_query_blocks():
+    """Each step keeps BLOCK_N dividing BLOCK_M (the causal stages need it); nothing fits in too little memory."""
+    start = AttentionConfig(128, 64, 8, 3)
+    assert fit_shared_memory(start, 64, 2, None) == start
+    assert fit_shared_memory(start, 64, 2, 2 * 64 * (128 + 2 * 2 * 64)) == AttentionConfig(128, 64, 8, 2)
+    assert fit_shared_memory(start, 64, 2, 2 * 64 * (128 + 2 * 32)) == AttentionConfig(128, 32, 8, 1)
+    tiny = fit_shared_memory(start, 128, 4, 4 * 128 * (32 + 2 * 16))
+    assert tiny == AttentionConfig(32, 16, 8, 1) and tiny.block_m % tiny.block_n == 0
+    with pytest.raises(ValueError, match="no attention launch at head dim 128 fits in 1,000 bytes"):
+        fit_shared_memory(start, 128, 4, 1000)
+
+
+def test_the_turing_launch_fits_a_t4_at_every_head_dim(ns, monkeypatch):
+    """The T4's launch is left as it is (tests/test_gpu_limits.py finds float32 at D = 128 at 64 KB exactly)."""
+    from triton_course import device as course_device
+
+    monkeypatch.setattr(course_device, "_CURRENT", student_gpu("Tesla T4", (7, 5)))
+    for d in (16, 32, 64, 128):
+        for dtype in (torch.float16, torch.float32):
+            q = torch.empty(1, 1, 256, d, dtype=dtype)
+            assert launch_config(q, q, q, False, ns["HOPPER_CONFIGS"]) == TURING_CONFIG, (d, dtype)
 
 
 def test_a_table_entry_by_length_needs_a_last_launch_for_every_n():
@@ -531,6 +581,30 @@ def test_the_sweep_counts_the_key_blocks_the_kernel_visits():
     ns = kernels_of("hal_causal_block_units")   # same loop bounds: same counts, even though it is wrong
     with pytest.raises(CheckFailed, match="wrong at BLOCK_M=32"):
         causal_block_sweep(ns["attention"], ns["attention_kernel"], [(32, 16)], 128, 16, torch.float32, "cpu")
+
+
+def test_the_experiment_leaves_out_a_shape_the_gpu_cannot_hold_and_says_why(ns, monkeypatch, capsys):
+    """On a T4 (64 KB) the 128 x 128 shape (96 KB at D = 64 in float16) is skipped with a printed reason before
+    anything runs; a shape Triton refuses for its resources (OutOfResources) is skipped the same way."""
+    from triton.runtime.errors import OutOfResources
+
+    from triton_course import device as course_device
+
+    def never(*args):
+        raise AssertionError("a skipped shape must not run")
+
+    with monkeypatch.context() as m:
+        m.setattr(course_device, "_CURRENT", student_gpu("Tesla T4", (7, 5)))
+        rows = causal_block_sweep(never, None, [(128, 128)], 4096, 64, torch.float16, "cpu")
+    assert rows == []
+    said = capsys.readouterr().out
+    assert "BLOCK_M=128, BLOCK_N=128 skipped" in said and "65,536" in said and "D = 64" in said
+
+    def refused(*args):
+        raise OutOfResources(98304, 65536, "shared memory")
+
+    rows = causal_block_sweep(refused, None, [(32, 16)], 64, 16, torch.float32, "cpu")
+    assert rows == [] and "skipped: this GPU refused the launch" in capsys.readouterr().out
 
 
 def test_recorded_causal_ratios_come_from_the_results_file():

@@ -9,7 +9,10 @@
   tensor-core roof of the matmuls and the special-function ceiling of the exponentials;
 * :func:`copy_reference`, :data:`COPY_HINTS` -- for the copy kernel that puts the offsets to work;
 * :func:`causal_block_sweep`, :func:`tiles_visited`, :func:`recorded_causal_ratios` -- the experiment: key
-  blocks visited with and without causal skipping, per block shape, beside the recorded GPU times;
+  blocks visited with and without causal skipping, per block shape, beside the recorded GPU times; a shape whose tiles
+  do not fit the GPU's shared memory is skipped with the reason (:func:`experiment_skip_reason`);
+* :func:`shared_memory_limit`, :func:`fit_shared_memory` -- the launch rule holds each launch to the GPU's shared
+  memory (tests/test_gpu_limits.py compiles every launch for a T4, A10, L4 and H100);
 * :func:`check_fused`, :func:`fused_points` -- fusion: the memory a call holds besides q, k, v and o, read from the
   grader's re-run of its launch record, or measured the same way in the student's notebook (:func:`measured_scratch`);
 * :func:`sdpa`, :func:`attention_by_heads`, :func:`speed_not_graded_reason` -- the yardstick, the float64 reference
@@ -436,6 +439,57 @@ AMPERE_CONFIGS = {64: AttentionConfig(128, 64, 4, 2), 128: AttentionConfig(64, 6
 #: Turing (T4, 64 KB of shared memory; tl.dot runs on the FP32 units there): small blocks, no pipelining.
 TURING_CONFIG = AttentionConfig(64, 32, 4, 1)
 
+#: Shared memory one block may opt in to, by compute capability (CUDA Programming Guide), for when no GPU can be
+#: asked (``shared_memory_per_block_optin`` of the device properties, which :func:`shared_memory_limit` reads on one).
+SHARED_MEMORY_BY_CC = {(7, 0): 98304, (7, 5): 65536, (8, 0): 166912, (8, 6): 101376, (8, 7): 166912,
+                       (8, 9): 101376, (9, 0): 232448, (10, 0): 232448, (12, 0): 101376}
+
+
+def shared_memory_limit(compute_capability: tuple[int, int] | None = None) -> int | None:
+    """Bytes of shared memory one program may use: on this process's GPU read from its properties (given no
+    compute capability), otherwise :data:`SHARED_MEMORY_BY_CC` for the given one (the nearest earlier entry of its
+    major version when it is not listed). None under the interpreter, which has no such limit."""
+    from .device import current
+
+    if compute_capability is None:
+        dev = current()
+        if dev.interpreted or dev.compute_capability is None:
+            return None
+        compute_capability = dev.compute_capability
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            optin = getattr(props, "shared_memory_per_block_optin", None)
+            if optin:
+                return int(optin)
+    known = [cc for cc in SHARED_MEMORY_BY_CC if cc[0] == compute_capability[0] and cc <= compute_capability]
+    return SHARED_MEMORY_BY_CC[max(known)] if known else min(SHARED_MEMORY_BY_CC.values())
+
+
+def estimated_shared_bytes(config: AttentionConfig, head_dim: int, element_size: int) -> int:
+    """Shared memory the attention kernel is expected to take with this launch: the q tile and, per pipeline stage,
+    a k and a v tile. tests/test_gpu_limits.py compiles every launch the rules pick for each GPU and holds the
+    compiler's own figure to that GPU's limit, so an estimate that falls short there fails the suite."""
+    return element_size * max(head_dim, 16) * (config.block_m + 2 * max(config.num_stages, 1) * config.block_n)
+
+
+def fit_shared_memory(config: AttentionConfig, head_dim: int, element_size: int, limit: int | None
+                      ) -> AttentionConfig:
+    """``config``, or the nearest smaller launch whose :func:`estimated_shared_bytes` fits in ``limit``: fewer
+    pipeline stages first (the tiles stay large), then half the key block, then half the query block (BLOCK_N
+    always dividing BLOCK_M, as the causal stages need). Raises ValueError when not even 16 x 16 fits."""
+    fitted = config
+    while limit is not None and estimated_shared_bytes(fitted, head_dim, element_size) > limit:
+        if fitted.num_stages > 1:
+            fitted = dataclasses.replace(fitted, num_stages=fitted.num_stages - 1)
+        elif fitted.block_n > 16:
+            fitted = dataclasses.replace(fitted, block_n=fitted.block_n // 2)
+        elif fitted.block_m > 16:
+            fitted = dataclasses.replace(fitted, block_m=fitted.block_m // 2)
+        else:
+            raise ValueError(f"no attention launch at head dim {head_dim} fits in {limit:,} bytes of shared memory")
+    return fitted
+
+
 _PINNED: list[AttentionConfig] = []
 _TABLE_ONLY: list[bool] = []
 
@@ -534,7 +588,8 @@ def launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     :data:`AMPERE_CONFIGS`: the table's largest launch would need 450 KB of shared memory in float32, against the
     H200's 227 KB); TMA only when :func:`tma_ready`; warp specialisation only with TMA, without a causal mask and
     with N a multiple of BLOCK_N. Ampere/Ada: :data:`AMPERE_CONFIGS`; Turing: :data:`TURING_CONFIG`; the
-    interpreter: :data:`INTERPRETER_CONFIG`. Inside :func:`pinned_config` the pinned one, with the same checks,
+    interpreter: :data:`INTERPRETER_CONFIG`. On a GPU the launch is then shrunk until its tiles fit the GPU's shared
+    memory (:func:`fit_shared_memory`: float32 at D = 128 takes 1 stage on an A10 or L4). Inside :func:`pinned_config` the pinned one, with the same checks,
     except that the interpreter runs TMA and warp-specialised configurations too (it emulates descriptors and
     ignores warp specialisation), so that tests on the CPU reach the code paths a Hopper GPU takes. A causal launch
     whose BLOCK_N does not divide BLOCK_M is refused (ValueError): the kernel's unmasked stage stops at start_m."""
@@ -556,6 +611,8 @@ def launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         config = AMPERE_CONFIGS[head_dim]
     else:
         config = TURING_CONFIG
+    if not pinned and not dev.interpreted:   # a launch this GPU's shared memory holds (an A10 has 99 KB, a T4 64)
+        config = fit_shared_memory(config, q.shape[-1], q.element_size(), shared_memory_limit())
     if causal and config.block_m % config.block_n:
         # the unmasked stage runs whole key blocks up to start_m, a multiple of BLOCK_M: with BLOCK_N not dividing
         # it, its last block reaches past the diagonal unmasked (a 64 x 128 launch was 0.64 off on the H200)
@@ -616,15 +673,6 @@ def _counting_dots():
         builder.create_dot = original
 
 
-@contextlib.contextmanager
-def _pinned(kernel, block_m: int, block_n: int, num_warps: int = 4, num_stages: int = 1):
-    """Run the notebook's attention with one launch configuration (pointer loads, no warp specialisation).
-
-    ``kernel`` is accepted for callers of the autotuned version of this helper and is not used."""
-    with pinned_config(AttentionConfig(block_m, block_n, num_warps, num_stages)):
-        yield
-
-
 @dataclass
 class BlockRow:
     """One block shape of :func:`causal_block_sweep`."""
@@ -647,25 +695,62 @@ class BlockRow:
         return None if self.ms_full is None else self.ms_causal / self.ms_full
 
 
+def experiment_launch(block_m: int, block_n: int, interpreted: bool) -> AttentionConfig:
+    """The launch :func:`causal_block_sweep` pins for one block shape: 4 warps up to 64 query rows and 8 beyond,
+    2 pipeline stages on a GPU (1 under the interpreter, which has no pipeline)."""
+    return AttentionConfig(block_m, block_n, 4 if block_m <= 64 else 8, 1 if interpreted else 2)
+
+
+def experiment_skip_reason(config: AttentionConfig, head_dim: int, element_size: int,
+                           limit: int | None) -> str | None:
+    """Why the block-size experiment leaves out this launch on a GPU with ``limit`` bytes of shared memory per
+    program, or None when it runs it: the kernel would need more shared memory than the GPU has (a 128 x 128
+    launch at D = 64 in float16 takes 96 KB on a T4, which has 64 KB)."""
+    need = estimated_shared_bytes(config, head_dim, element_size)
+    if limit is None or need <= limit:
+        return None
+    return (f"BLOCK_M={config.block_m}, BLOCK_N={config.block_n} skipped: its tiles need about {need:,} bytes of "
+            f"shared memory per program at D = {head_dim}, and this GPU has {limit:,}")
+
+
 def causal_block_sweep(attention: Callable, kernel, blocks: list[tuple[int, int]], n: int, d: int,
                        dtype: torch.dtype, device: str, heads: int = 1) -> list[BlockRow]:
     """For each (BLOCK_M, BLOCK_N): the tiles the student's kernel visits per head with and without the causal
     mask (under the interpreter counted from its own tl.dot calls, two per tile) and, on a GPU, its time in
     both modes. On a GPU pass enough ``heads`` that programs outnumber the SMs: with few programs the longest
     one (the last query block, which visits every key block either way) sets the time. The first head's
-    output is checked against float64."""
-    from .bench import time_ms
+    output is checked against float64. A block shape whose tiles do not fit this GPU's shared memory is left out,
+    with a printed line that says why (:func:`experiment_skip_reason`), as is one Triton refuses for its resources."""
     from .device import current
 
     q, k, v = (torch.randn(1, heads, n, d, device=device, dtype=dtype) for _ in range(3))
+    interpreted, limit = current().interpreted, shared_memory_limit()
     rows = []
     for block_m, block_n in blocks:
-        row = BlockRow(block_m, block_n, tiles_visited(n, block_m, block_n, False),
-                       tiles_visited(n, block_m, block_n, True), counted=current().interpreted)
-        with _pinned(kernel, block_m, block_n, num_warps=4 if block_m <= 64 else 8,
-                     num_stages=1 if current().interpreted else 2):
+        config = experiment_launch(block_m, block_n, interpreted)
+        reason = experiment_skip_reason(config, d, q.element_size(), limit)
+        if reason is None:
+            reason = _sweep_one(attention, config, q, k, v, heads, interpreted, dtype, rows)
+        if reason is not None:
+            print(reason)
+    return rows
+
+
+def _sweep_one(attention: Callable, config: AttentionConfig, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               heads: int, interpreted: bool, dtype: torch.dtype, rows: list[BlockRow]) -> str | None:
+    """One block shape of :func:`causal_block_sweep`, appended to ``rows``; or why it could not run (Triton
+    refused the launch for the resources it needs), and nothing appended."""
+    from triton.runtime.errors import OutOfResources
+
+    from .bench import time_ms
+
+    n, block_m, block_n = q.shape[2], config.block_m, config.block_n
+    row = BlockRow(block_m, block_n, tiles_visited(n, block_m, block_n, False),
+                   tiles_visited(n, block_m, block_n, True), counted=interpreted)
+    try:
+        with pinned_config(config):
             for causal in (False, True):
-                if current().interpreted:
+                if interpreted:
                     with _counting_dots() as calls:
                         out = attention(q, k, v, causal)
                     if calls[0] % 2:
@@ -680,8 +765,10 @@ def causal_block_sweep(attention: Callable, kernel, blocks: list[tuple[int, int]
                 if not torch.allclose(out[:, :1].double(), want, atol=atol, rtol=rtol):
                     raise CheckFailed(f"attention is wrong at BLOCK_M={block_m}, BLOCK_N={block_n}, "
                                       f"causal={causal}: run the self-check first")
-        rows.append(row)
-    return rows
+    except OutOfResources as exc:
+        return f"BLOCK_M={block_m}, BLOCK_N={block_n} skipped: this GPU refused the launch ({exc})"
+    rows.append(row)
+    return None
 
 
 def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, int], tuple[float, float]], str]:
