@@ -36,8 +36,8 @@ pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("lms_export")]  # on
 #: chapter 03's points, as its solution notebook gives them (the LMS files' "Points Possible")
 POSSIBLE = f"{sum(c.points for c in graded_cells('03_vector_add')):.2f}"
 #: its points that need a GPU (the bandwidth, and correctness at GPU sizes): not graded on the CPU
-NOT_GRADED_HERE = f"{sum(c.points for c in graded_cells('03_vector_add')
-                            if c.grade_id.endswith(('_bandwidth', '_gpu_sizes'))):.2f}"
+NOT_GRADED_HERE = "{:.2f}".format(sum(c.points for c in graded_cells("03_vector_add")
+                                      if c.grade_id.endswith(("_bandwidth", "_gpu_sizes"))))
 
 CANVAS_ARCHIVE = {  # entry -> answer file (None: a notebook of another course)
     "doejane_12345_90001_03_vector_add.ipynb": "ada_correct",
