@@ -34,7 +34,8 @@ from grader.notebook_code import strip_magics
 from grader.phases import phase
 from triton_course.checks import CheckFailed
 from triton_course.harness import tensor_spec
-from triton_course.relaunch import ALLOWED_OPS, MODULE_ROOTS, kernel_shape, kernel_source_problems
+from triton_course.relaunch import (ALLOWED_OPS, MODULE_ROOTS, kernel_shape, kernel_source_problems, scratch_bytes,
+                                    storage_sizes)
 
 if TYPE_CHECKING:
     from grader.judge import JudgeSession
@@ -354,18 +355,6 @@ class RerunEvidence:
     scratch_bytes: int
 
 
-def _tensor_ids(value: Any, out: set[int]) -> None:
-    """The storage ids of every tensor a recorded value names."""
-    if isinstance(value, dict):
-        if isinstance(value.get("tensor"), int):
-            out.add(value["tensor"])
-        for v in value.values():
-            _tensor_ids(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _tensor_ids(v, out)
-
-
 def rerun_evidence(record: dict[str, Any], sizes: dict[tuple[str, int], int]) -> RerunEvidence:
     """The :class:`RerunEvidence` of an accepted record (:func:`record_problems` found nothing). ``sizes``: the
     bytes of every storage the student's process has shown the judge, by (process nonce, id), kept by the
@@ -379,16 +368,9 @@ def rerun_evidence(record: dict[str, Any], sizes: dict[tuple[str, int], int]) ->
         kernels[str(desc["name"])] = str(desc["source"])
         launched += [str(g["kernel"]) for g in dict(desc.get("globals", {})).values() if isinstance(g, dict) and "kernel" in g]
     nonce = str(record.get("nonce"))
-    for step in record["steps"]:
-        if "unknown" in step:
-            sizes[(nonce, int(step["unknown"]))] = int(step.get("nbytes", 0))
-        for sid, nbytes in zip(step.get("out", []), step.get("nbytes", []) if "out" in step else []):
-            if sid is not None:   # (an "unknown" step's nbytes is one number, not a list)
-                sizes[(nonce, int(sid))] = int(nbytes)
-    used: set[int] = set()
-    _tensor_ids(record["steps"], used)
-    used -= {int(ref["tensor"]) for ref in record["outputs"]} | {int(sid) for sid in record["inputs"]}
-    return RerunEvidence(kernels, sum(sizes.get((nonce, sid), 0) for sid in used))
+    for sid, nbytes in storage_sizes(record).items():
+        sizes[(nonce, sid)] = nbytes
+    return RerunEvidence(kernels, scratch_bytes(record, lambda sid: sizes.get((nonce, sid), 0)))
 
 
 @phase("reruns")

@@ -903,29 +903,13 @@ def beyond_outputs(outputs) -> int:
     return extra
 
 
-def record_scratch_bytes(record: dict) -> int:
-    """Bytes a launch record (:meth:`triton_course.relaunch.LaunchRecord.as_dict`) allocates or uses from before
-    the call, besides its inputs and outputs: the memory its re-run holds, as the grader counts it."""
-    sizes: dict[int, int] = {}
-    for step in record["steps"]:
-        if "unknown" in step:   # a storage from before the call: its id and size
-            sizes[int(step["unknown"])] = int(step.get("nbytes", 0))
-            continue
-        for sid, nbytes in zip(step.get("out", []), step.get("nbytes", [])):   # an operator's new storages
-            if sid is not None:
-                sizes[int(sid)] = int(nbytes)
-    for sid in [int(ref["tensor"]) for ref in record["outputs"]] + [int(s) for s in record["inputs"]]:
-        sizes.pop(sid, None)
-    return sum(sizes.values())
-
-
 def measured_scratch(fn: Callable, args) -> tuple[object, int]:
     """(``fn(*args)``, bytes the call held besides its tensor arguments and its outputs): the call recorded as the
     grader records a graded call (:class:`triton_course.relaunch.LaunchRecord`), every storage it allocates or
     uses from before the call counted, and the outputs' storages beyond the outputs (:func:`beyond_outputs`)."""
     from .harness import OperatorLog
     from .integrity import KernelLaunches
-    from .relaunch import LaunchRecord, StorageIds
+    from .relaunch import LaunchRecord, StorageIds, scratch_bytes, storage_sizes
 
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     record = LaunchRecord(tensors, StorageIds())   # ids of its own: every storage from before the call counts
@@ -934,7 +918,9 @@ def measured_scratch(fn: Callable, args) -> tuple[object, int]:
         out = fn(*args)
     outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
     record.finish(outs)
-    return out, record_scratch_bytes(record.as_dict()) + beyond_outputs(outs)
+    made = record.as_dict()
+    sizes = storage_sizes(made)
+    return out, scratch_bytes(made, lambda sid: sizes.get(sid, 0)) + beyond_outputs(outs)
 
 
 class _Held:

@@ -33,6 +33,7 @@ import textwrap
 import types
 import weakref
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -541,6 +542,42 @@ class LaunchRecord:
             step.pop("grid_callable", None)
         return {"nonce": self.storages.nonce, "inputs": self.inputs, "free": self.free, "steps": self.steps,
                 "kernels": self.kernels, "outputs": self.outputs, "problems": self.problems}
+
+
+def _tensor_ids(value: Any, out: set[int]) -> None:
+    """The storage ids of every tensor a recorded value names."""
+    if isinstance(value, dict):
+        if isinstance(value.get("tensor"), int):
+            out.add(value["tensor"])
+        for v in value.values():
+            _tensor_ids(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _tensor_ids(v, out)
+
+
+def storage_sizes(record: dict[str, Any]) -> dict[int, int]:
+    """Bytes of each storage a record (:meth:`LaunchRecord.as_dict`) makes or names from before the call."""
+    sizes: dict[int, int] = {}
+    for step in record["steps"]:
+        if "unknown" in step:   # a storage from before the call: one id, one size
+            sizes[int(step["unknown"])] = int(step.get("nbytes", 0))
+            continue
+        for sid, nbytes in zip(step.get("out", []), step.get("nbytes", [])):   # an operator's new storages
+            if sid is not None:
+                sizes[int(sid)] = int(nbytes)
+    return sizes
+
+
+def scratch_bytes(record: dict[str, Any], size_of: Callable[[int], int]) -> int:
+    """Bytes of every storage a record's steps make or use, besides the call's inputs and outputs: the memory its
+    re-run holds beyond them (``size_of``: a storage id's bytes; the judge keeps those of earlier calls too). One
+    rule for the grader's fusion evidence and the notebook's own count of it."""
+    used: set[int] = set()
+    _tensor_ids(record["steps"], used)
+    used |= set(storage_sizes(record))
+    used -= {int(ref["tensor"]) for ref in record["outputs"]} | {int(sid) for sid in record["inputs"]}
+    return sum(size_of(sid) for sid in used)
 
 
 # ---------------------------------------------------------------------------------------------------
