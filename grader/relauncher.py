@@ -64,7 +64,9 @@ SHORT_LITERAL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,15}")
 #: Keys of a recorded value whose strings are the record's own structure, not the student's data.
 _STRUCTURE_KEYS = frozenset({"tensor", "dtype", "torch", "device", "tl_dtype", "dataclass", "module", "import",
                              "attr", "kernel", "launch", "op", "refused", "raised", "poison", "unsupported"})
-#: Bits charged per step, for the choice of kernel or operator and the step's place in the sequence.
+#: Bits charged per step, for the choice of kernel or operator and the step's place in the sequence (more where a
+#: record launches more than 256 kernels: a notebook of thousands of kernels, each storing one value, says a
+#: value by which one it launches).
 STEP_BITS = 8
 #: A record larger than this is refused unread.
 MAX_RECORD_BYTES = 32 << 20
@@ -139,9 +141,10 @@ def information_limit(output_bits: int) -> int:
 def record_information(record: dict[str, Any]) -> Information:
     """The :class:`Information` of a record's steps and of the globals its kernels read."""
     info = Information()
+    choice = max(STEP_BITS, len(record["kernels"]).bit_length())   # which of the record's kernels a step launches
     for step in record["steps"]:
         if isinstance(step, dict) and ("op" in step or "launch" in step):
-            info.bits += STEP_BITS
+            info.bits += choice
             info.add([step.get("args"), step.get("kwargs"), step.get("grid")])
     for desc in record["kernels"].values():
         if isinstance(desc, dict) and isinstance(desc.get("globals"), dict):

@@ -362,6 +362,10 @@ def _one_launch(*args, globals_=None, source="def k(out):\n    pass\n"):
     (_one_launch({"constexpr": "mov.b32 $0, 0x3f800000;"}), "string Triton has no use for"),
     # short names, each one harmless, many in a tuple: every character counts
     (_one_launch({"tuple": [f"v{i:08d}" for i in range(200)]}), "bits of numbers"),
+    # one launch a value, the value said by which of thousands of notebook kernels is launched
+    ({"inputs": [], "outputs": [], "steps": [{"launch": f"k{i}", "args": [], "kwargs": {}} for i in range(300)],
+      "kernels": {f"k{i}": {"course": "triton_course.checks", "name": f"k{i}"} for i in range(70000)}},
+     "bits of numbers"),
     # the same small numbers over and over, one launch each (the order carries the answer)
     ({**_one_launch(), "steps": [{"launch": "k", "args": [i % 2, i % 3], "kwargs": {}, "grid": {"tuple": [1]}}
                                  for i in range(600)]}, "bits of numbers"),
