@@ -16,13 +16,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-import triton
-import triton.language as tl
 
 from grader.judge import InProcessTransport, JudgeSession, StudentFunction
 from grader.judge_timing import TIME_ON_CPU_ENV, timed_round
 from grader.phases import PhaseClock, phase
 from tests.conftest import ROOT
+from tests.test_judge import add   # the judge tests' plain masked add (a kernel and its launcher)
 
 sys.path.insert(0, str(ROOT / "results"))
 import gpu_class_throughput as throughput  # noqa: E402
@@ -201,24 +200,11 @@ def test_the_decorator_finds_the_sessions_clock_or_times_nothing():
     assert work(SimpleNamespace(), 3) == 4 and work.__name__ == "work"   # no clock (a test's fake session)
 
 
-@triton.jit
-def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = idx < n
-    tl.store(out_ptr + idx, tl.load(x_ptr + idx, mask=ok) + tl.load(y_ptr + idx, mask=ok), mask=ok)
-
-
-def _add(x, y):
-    out = torch.empty_like(x)
-    _add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
-    return out
-
-
 def test_the_judge_times_its_calls_re_runs_and_timed_rounds(tmp_path, monkeypatch):
     """Through the judge in this process: a graded call counts as a call and a re-run, a timed round as timing
     (its own requests are not calls), and the three never exceed the time they took."""
     monkeypatch.setenv(TIME_ON_CPU_ENV, "1")
-    s = JudgeSession(InProcessTransport({"add": _add}, tmp_path))
+    s = JudgeSession(InProcessTransport({"add": add}, tmp_path))
     s.build_namespace([], ["add"])
     start = time.perf_counter()
     s.base["add"](torch.randn(1000), torch.randn(1000))
