@@ -143,8 +143,14 @@ def test_work_hidden_from_the_evidence_is_not_in_the_relaunch(graded):
     """PyTorch inside a patched Triton launcher leaves the student's own evidence clean (no operator outside a
     launch); the launches re-run alone in the second sandbox, by Triton's own launcher, compute what the kernel
     computes, and that is what is graded. (PyTorch in another thread: tests/test_relaunch.py.)"""
-    r = graded["by"]["abe_patched_launcher"]["test_add_ragged"]
-    assert "do not compute" in r.message and "re-ran them alone" in r.message, r
+    by = graded["by"]["abe_patched_launcher"]
+    assert all(by[gid].points == 0 for gid in CORRECTNESS), by
+    # Each test's first call is caught by the comparison of the returned result with the re-run's, unless
+    # its random inputs make x + y and x agree within that comparison's tolerance (|y| <= 1.1% of |x| for
+    # the one element of test_add_ragged's first call: about 1 draw in 140). Then the re-run's x is graded,
+    # and is wrong. Four tests all drawing such inputs: about 1 in 10^8.
+    caught = [gid for gid in CORRECTNESS if "do not compute" in by[gid].message and "re-ran them alone" in by[gid].message]
+    assert caught, {gid: by[gid].message for gid in CORRECTNESS}
 
 
 def test_knowing_that_the_call_is_recorded_earns_nothing(graded):
