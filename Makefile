@@ -2,6 +2,8 @@
 #   make demo   install everything, then run the instructor's job end to end on the example submissions
 #   make test   install everything (and Chromium for the browser test), then run the full test suite
 #               and the range check (make test-range) (what .ci/run and GitHub Actions run)
+#   make test-fast  the unit tests alone (CONTRIBUTING.md says when to run which)
+#   make test-lab   the lab's own tests (lab/: dry runs of the design probes, their records); never part of make test
 # On a machine with an NVIDIA GPU the install takes requirements/gpu.txt (CUDA torch), otherwise
 # requirements/cpu.txt with its lock (CPU torch; kernels run in Triton's interpreter).
 
@@ -18,7 +20,7 @@ PYTEST_ARGS ?=
 CHROMIUM ?= $(or $(COURSE_CHROMIUM),/usr/bin/chromium)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install browser sandbox demo test test-range release check-release clean
+.PHONY: install browser sandbox demo test test-fast test-range test-lab release check-release clean
 
 $(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/gpu.txt requirements/cpu.lock
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +47,12 @@ sandbox:
 demo: install sandbox
 	$(PY) -m grader demo --out $(DEMO_OUT)
 
+# The fast tier, for the edit-test loop: every module's unit tests and the chapters' in-process checks; no
+# Jupyter kernel, sandbox, browser or Ray cluster (the tests marked `notebook` or `browser`). `make test` runs
+# these too, and everything else.
+test-fast: install
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not notebook and not browser" --timeout 600 $(PYTEST_ARGS)
+
 # The range check runs beside the suite, one worker, its output held back until the suite ends: the suite's
 # two workers leave a third of two cores idle (waiting on kernels, sandboxes and nbgrader to start), which the
 # range check's interpreter work fills. `make test` fails if either fails.
@@ -63,6 +71,12 @@ RANGE_PAIRS ?= 3.5.1:2.4.6 3.6.0:2.2.6
 RANGE_PYTEST_ARGS ?= -n 2 --timeout 900
 test-range: install
 	$(PY) packaging/check_range.py $(RANGE_PAIRS) --venvs $(VENV)/range --pytest-args "$(RANGE_PYTEST_ARGS)"
+
+# The lab (lab/README.md): the probes' dry runs on the CPU and the records only they make. Outside `make test` and
+# CI's run: nothing in the course imports the lab, and a probe that stops running fails here, not there.
+LAB_PYTEST_ARGS ?= --timeout 1800
+test-lab: install
+	$(PY) -m pytest lab $(LAB_PYTEST_ARGS)
 
 release: install
 	$(PY) -m grader release

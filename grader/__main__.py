@@ -70,6 +70,23 @@ def _grade(subs: list[Submission], out: Path, workers: int, args: argparse.Names
     return records
 
 
+def cmd_new_chapter(args: argparse.Namespace) -> int:
+    from grader.course import REPO_ROOT
+    from grader.new_chapter import create
+
+    try:
+        files = create(REPO_ROOT, args.id, args.title)
+    except ValueError as exc:
+        print(f"new-chapter: {exc}", file=sys.stderr)
+        return 2
+    for path in files:
+        print(f"wrote {path.relative_to(REPO_ROOT)}")
+    print(f"registered {args.id} in course.toml. Next: python -m grader config --apply && "
+          f"python -m grader release {args.id}; then replace the ReLU exercise with the chapter's own "
+          "(CONTRIBUTING.md, \"Adding a chapter\").")
+    return 0
+
+
 def cmd_release(args: argparse.Namespace) -> int:
     ids = args.ids or assignments()
     if args.check:
@@ -155,7 +172,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ids = args.assignment or assignments()
     print("1. generating the student notebooks from solutions/")
     release.generate(ids)
-    print("2. building the example submissions from tests/submissions/")
+    print("2. building the example submissions from solutions/<id>/submissions/examples/")
     subs = []
     for a in ids:
         for student in build_submissions(a, out / "submitted"):
@@ -231,6 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--assignment", action="append", help="only this chapter (repeatable)")
     d.add_argument("--workers", type=int, default=2)
     d.set_defaults(fn=cmd_demo)
+
+    nc = sub.add_parser("new-chapter", help="a new chapter folder solutions/ID/ from the template, registered in "
+                                             "course.toml")
+    nc.add_argument("id", help="e.g. 10_layer_norm")
+    nc.add_argument("title")
+    nc.set_defaults(fn=cmd_new_chapter)
 
     from grader.course_config import add_parser as add_config_parser
 

@@ -15,10 +15,10 @@ The flow of one run (:func:`grade_all`):
 4. **Template.** For each assignment, ``nbgrader generate_assignment`` fills a fresh gradebook in a
    private temporary folder (outside ``DIR``), together with the release's trusted import lines (once per
    process and source: :class:`GradingTemplate`).
-5. **Grade.** Each submission runs as one picklable :class:`GradingJob`: in a local thread pool
+5. **Grade.** Each submission runs as one picklable :class:`grader.jobs.GradingJob`: in a local thread pool
    (``workers`` at a time; with more workers than GPUs, several submissions share a GPU under
    :mod:`grader.gpu_lock`), or on a Ray cluster (:mod:`grader.cluster`: the job carries the notebook, the
-   packed template, the seed and the calibrated bandwidth as data). :func:`run_job` copies the template
+   packed template, the seed and the calibrated bandwidth as data). :func:`grader.jobs.run_job` copies the template
    and *only* the submission's notebook into a fresh workspace, repairs stripped nbgrader metadata from the release, runs real
    ``nbgrader autograde`` in a child process under a wall-clock limit (with
    :class:`grader.execute.CourseExecute`: trusted state, kernel-death recovery, output cap), reads the
@@ -30,55 +30,36 @@ The flow of one run (:func:`grade_all`):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import queue
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import nbformat
 
 from grader import settings
-from grader.course import REPO_ROOT, SOLUTIONS, solution_notebook
-from grader.execute import (SANDBOX_DIR_ENV, SANDBOX_ENV, SANDBOX_SLOT_ENV, SEED_FILE_ENV, SOURCE_NOTEBOOK_ENV,
-                            STARTED_FILE_ENV, is_test)
+from grader.cluster import JobResources, grade_on_ray
+from grader.course import copy_source_notebook, solution_notebook
+from grader.execute import is_test
+from grader.jobs import (GPU_ORDER, KERNEL_START_RETRIES, SUBMISSION_TIMEOUT_S, GradingJob,  # noqa: F401
+                         JobResult, Submission, all_cells, calibrate_gpus, pack_folder, run_job, unpack_folder)
 from grader.nbgrader_cli import CONFIG_FILE, prepare_course_dir, run_nbgrader
 from grader.records import (Protected, load_record, record_path, run_info, run_secret, sha256, sign_record,
                             submission_seed)
-from grader.repair import meta as _meta
-from grader.repair import repair_notebook
-from grader.judge import Seed
 from grader.results import GradeRecord
 from grader.submitted_files import Refused, parse_notebook, read_submission
-from triton_course.grading import NOT_GRADED
 
-if TYPE_CHECKING:
-    from grader.cluster import JobResources
-
-#: Wall-clock limit for one submission (all its cells together), seconds.
-SUBMISSION_TIMEOUT_S = 30 * 60
-#: A kernel that never answered its first message is the machine's fault, not the submission's: try
-#: again. The evidence is a file the grader's own process writes when the kernel first answers (before
-#: any student code runs), never text that the student's code could print.
-KERNEL_START_RETRIES = 2
-#: GPU indices as NVML and nvidia-smi number them (PCI order), in calibration, jobs and the GPU lock alike.
-GPU_ORDER = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-
-
-@dataclass(frozen=True)
-class Submission:
-    student: str
-    assignment: str
-    notebook: Path
-
+# One submission's job (GradingJob, run_job, the GPU calibration) is grader.jobs, shared with grader.cluster; its
+# names are imported here too, where the grader's users have always found them.
 
 @dataclass(frozen=True)
 class GradedCell:
@@ -144,8 +125,7 @@ class GradingTemplate:
     def _generate(self, key: tuple[str, str]) -> None:
         root, assignment = self.root, self.assignment
         prepare_course_dir(root)
-        shutil.copytree(SOLUTIONS / assignment, root / "solutions" / assignment,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        copy_source_notebook(assignment, root)   # never the chapter's answer files, tests or records
         result = run_nbgrader(root, "generate_assignment", assignment, "--force")
         if result.returncode != 0:
             raise RuntimeError(f"could not generate {assignment} for grading:\n{result.log}")
@@ -157,220 +137,13 @@ class GradingTemplate:
 
 
 def template_source_hash(assignment: str) -> str:
-    """SHA-256 of what a grading template is made from: the assignment's solution folder (names and bytes), the
-    course directory's nbgrader_config.py and the settings module it applies."""
+    """SHA-256 of what a grading template is made from: the assignment's source notebook (the one file of its
+    folder that :func:`grader.course.copy_source_notebook` copies), the course directory's nbgrader_config.py and
+    the settings module it applies."""
     h = hashlib.sha256(CONFIG_FILE.encode())
     h.update(Path(settings.__file__).read_bytes())
-    folder = SOLUTIONS / assignment
-    for f in sorted(p for p in folder.rglob("*") if p.is_file()
-                    and not {".ipynb_checkpoints", "__pycache__"} & set(p.relative_to(folder).parts)):
-        h.update(str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(solution_notebook(assignment).read_bytes())
     return h.hexdigest()
-
-
-# ---------------------------------------------------------------------------------------------------
-# One submission: a picklable job and the function that runs it (in any worker)
-# ---------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class GradingJob:
-    """Everything a worker needs to grade one submission (plain data, so any executor can ship it)."""
-
-    student: str
-    assignment: str
-    notebook: bytes
-    template: str                 # path of the GradingTemplate root
-    workspace: str                # a fresh folder for this submission (removed first if it exists)
-    cells: tuple[tuple[str, float], ...]
-    timeout_s: float = SUBMISSION_TIMEOUT_S
-    cell_timeout_s: float | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    feedback: bool = True
-    seed_hex: str = ""            # this submission's secret seed (never sent into the sandbox)
-    sandboxed: bool = True
-    slot: int = 0                 # sandbox slot: its own uid, so limits are not shared
-
-
-@dataclass
-class JobResult:
-    records: list[GradeRecord]
-    notes: list[str]
-    autograded: bytes | None = None
-    feedback_html: bytes | None = None
-    log: str = ""
-    seconds: float | None = None    # wall time of run_job
-    meta: dict = field(default_factory=dict)  # sandbox, seed hash: what the grader's own process recorded
-
-
-def _message_of(cell) -> tuple[str, str]:
-    """(kind, text) of a test cell's outputs: "error", "crashed", "timeout", "not_graded" or ""."""
-    outputs = cell.get("outputs", [])
-    errors = [o for o in outputs if o.get("output_type") == "error"]
-    errors.sort(key=lambda o: o.get("ename") not in ("CellTimeoutError", "KernelDied", "NotRun"))
-    if errors:
-        ename = errors[0].get("ename", "Error")
-        if ename == "CellTimeoutError":
-            return "timeout", "CellTimeoutError: this test ran past the per-cell time limit (an infinite loop?)"
-        kind = "crashed" if ename in ("KernelDied", "NotRun") else "error"
-        return kind, f"{ename}: {errors[0].get('evalue', '')}".strip()[:2000]
-    for out in outputs:
-        if out.get("output_type") == "stream" and out.get("name") == "stderr":
-            return "error", "the test wrote to stderr: " + "".join(out.get("text", ""))[:500]
-    for out in outputs:
-        text = "".join(out.get("text", "")) if out.get("output_type") == "stream" else ""
-        if text.lstrip().startswith(NOT_GRADED):
-            return "not_graded", text.strip()[:2000]
-    return "", ""
-
-
-def _all(job: GradingJob, status: str, message: str, notes: list[str] | None = None) -> JobResult:
-    return JobResult([GradeRecord(job.student, job.assignment, g, 0.0, p, status, message) for g, p in job.cells],
-                     notes or [])
-
-
-def run_job(job: GradingJob) -> JobResult:
-    """Grade one submission in its own workspace; never raises for anything the submission does."""
-    import time
-
-    start = time.perf_counter()
-    res = _run_job(job)
-    res.seconds = round(time.perf_counter() - start, 2)
-    return res
-
-
-def _run_job(job: GradingJob) -> JobResult:
-    try:
-        nb = parse_notebook(job.notebook)
-    except Refused as exc:  # says what is wrong without quoting the file: it may not be the student's
-        return _all(job, "error", f"the submission is not a readable notebook: {exc}")
-    template = Path(job.template)
-    release = nbformat.read(template / "notebooks" / job.assignment / f"{job.assignment}.ipynb", as_version=4)
-    notes, looks_right = repair_notebook(nb, release)
-    if not looks_right:
-        return _all(job, "error", f"this notebook has none of the cells of {job.assignment} (wrong assignment, or "
-                                  "its nbgrader metadata and cell ids are gone): not graded", notes)
-    ws = Path(job.workspace)
-    if ws.exists():
-        shutil.rmtree(ws)
-    shutil.copytree(template, ws, ignore=shutil.ignore_patterns("notebooks"))
-    target = ws / "submitted" / job.student / job.assignment / f"{job.assignment}.ipynb"
-    target.parent.mkdir(parents=True)
-    nbformat.write(nb, target)
-    env = dict(job.env)
-    env[SOURCE_NOTEBOOK_ENV] = str(ws / "solutions" / job.assignment / f"{job.assignment}.ipynb")
-    seed_file = ws / "seed.hex"
-    seed_file.write_text(job.seed_hex or Seed().hex())
-    os.chmod(seed_file, 0o600)
-    env[SEED_FILE_ENV] = str(seed_file)
-    env[SANDBOX_ENV] = "1" if job.sandboxed else "0"
-    env[SANDBOX_DIR_ENV] = str(ws / "sandbox")
-    env[SANDBOX_SLOT_ENV] = str(job.slot)
-    started = ws / "kernel-started"
-    env[STARTED_FILE_ENV] = str(started)
-    extra = [f"--Execute.timeout={int(job.cell_timeout_s)}"] if job.cell_timeout_s else []
-    for attempt in range(1 + KERNEL_START_RETRIES):
-        started.unlink(missing_ok=True)
-        result = run_nbgrader(ws, "autograde", job.assignment, f"--student={job.student}", "--force", *extra,
-                              timeout_s=job.timeout_s, env=env)
-        if result.returncode == 0 or started.exists():
-            break
-        notes.append(f"the Jupyter kernel failed to start (attempt {attempt + 1}); graded again")
-    graded_nb = ws / "autograded" / job.student / job.assignment / f"{job.assignment}.ipynb"
-    if result.returncode is None:
-        return JobResult(_all(job, "timeout", f"the submission ran past its {job.timeout_s:.0f} s limit").records,
-                         notes, log=result.log)
-    if result.returncode != 0 or not graded_nb.exists():
-        tail = "\n".join(result.log.strip().splitlines()[-15:])
-        return JobResult(_all(job, "error", f"nbgrader autograde failed:\n{tail}").records, notes, log=result.log)
-    res = _read_scores(ws, job, graded_nb, notes)
-    res.log = result.log
-    res.autograded = graded_nb.read_bytes()
-    if job.feedback:
-        fb = run_nbgrader(ws, "generate_feedback", job.assignment, f"--student={job.student}", "--force",
-                          timeout_s=300, env=env)
-        html = ws / "feedback" / job.student / job.assignment / f"{job.assignment}.html"
-        if fb.returncode == 0 and html.exists():
-            from grader.feedback import leaks
-            source = nbformat.read(ws / "solutions" / job.assignment / f"{job.assignment}.ipynb", as_version=4)
-            leaked = leaks(html, source)
-            if leaked:
-                res.notes.append("feedback withheld: it would have shown hidden test code")
-            else:
-                res.feedback_html = html.read_bytes()
-    return res
-
-
-def _read_scores(ws: Path, job: GradingJob, graded_nb: Path, notes: list[str]) -> JobResult:
-    """Points from the autograded notebook's outputs (what nbgrader computed), checked with the gradebook."""
-    from nbgrader.api import Gradebook
-    from nbgrader.utils import determine_grade
-
-    nb = nbformat.read(graded_nb, as_version=4)
-    by_id = {_meta(c).get("grade_id"): c for c in nb.cells if _meta(c).get("grade_id")}
-    info = dict(nb.metadata.get("course_grader", {}))
-    crashed = info.get("crashed_cells", [])
-    if info.get("judge_problems"):
-        notes = notes + ["the course's own judge cells failed (a bug of the course, reported to the instructor): "
-                         + "; ".join(map(str, info["judge_problems"]))[:500]]
-    if not job.sandboxed:
-        notes = notes + ["graded UNSANDBOXED (the instructor's --unsandboxed): the submission's code ran with the "
-                         "grader's own permissions"]
-    if crashed:
-        notes = notes + [f"the notebook's Python process crashed in {len(crashed)} cell(s) (cell "
-                         f"{', '.join(str(i + 1) for i in crashed)}); the grader restarted it and went on."]
-    gb_scores: dict[str, tuple[float | None, float | None]] = {}
-    try:
-        with Gradebook(f"sqlite:///{ws / 'gradebook.db'}") as gb:
-            for g in gb.find_submission_notebook(job.assignment, job.assignment, job.student).grades:
-                gb_scores[g.name] = (g.auto_score, g.manual_score)
-    except Exception as exc:
-        notes = notes + [f"the gradebook could not be read ({type(exc).__name__}); points come from the notebook"]
-    records, tampered = [], False
-    for gid, max_points in job.cells:
-        cell = by_id.get(gid)
-        if cell is None:
-            records.append(GradeRecord(job.student, job.assignment, gid, 0.0, max_points, "error",
-                                       "test cell missing from the graded notebook"))
-            continue
-        auto, _ = determine_grade(cell)
-        points = max(0.0, min(float(auto or 0.0), max_points))
-        gb_auto, gb_manual = gb_scores.get(gid, (None, None))
-        if gb_scores and (gb_manual is not None or gb_auto is None or abs(float(gb_auto) - points) > 1e-9):
-            tampered = True
-        kind, message = _message_of(cell)
-        if kind == "not_graded":
-            status, points = "not_graded", 0.0
-        elif kind in ("crashed", "timeout"):
-            status, points = ("error" if kind == "crashed" else "timeout"), 0.0
-        elif points >= max_points:
-            status = "passed"
-        elif points > 0:
-            status = "partial"
-        else:
-            status = "failed"
-        records.append(GradeRecord(job.student, job.assignment, gid, points, max_points, status, message))
-    if tampered:
-        notes = notes + ["the gradebook was changed while this notebook ran; the points come from the notebook's "
-                         "own test outputs, not from the gradebook"]
-        _repair_gradebook(ws, job, {r.grade_id: r.points for r in records})
-    return JobResult(records, notes, meta={k: info.get(k) for k in ("sandbox", "seed_sha", "relaunch",
-                                                                     "quiet_while_judge_times", "timing",
-                                                                     "gpu_lock")})
-
-
-def _repair_gradebook(ws: Path, job: GradingJob, points: dict[str, float]) -> None:
-    """Write the notebook's points back into the workspace gradebook (the feedback reads them there)."""
-    from nbgrader.api import Gradebook
-
-    try:
-        with Gradebook(f"sqlite:///{ws / 'gradebook.db'}") as gb:
-            for g in gb.find_submission_notebook(job.assignment, job.assignment, job.student).grades:
-                if g.name in points:
-                    g.manual_score = None
-                    g.auto_score = points[g.name]
-            gb.db.commit()
-    except Exception:
-        pass
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -385,32 +158,6 @@ def calibrate_copy_bandwidth() -> str | None:
     """
     per_gpu = calibrate_gpus()
     return per_gpu[0] if per_gpu else None
-
-
-#: The environments (TRITON_INTERPRET, CUDA_VISIBLE_DEVICES) in which this process's probe found no GPU: a later
-#: run in the same process skips the child (it costs seconds of CPU to import torch), since no GPU appears later.
-_NO_GPU_IN: set[tuple[str | None, str | None]] = set()
-
-
-def calibrate_gpus() -> list[str]:
-    """Copy bandwidth (GB/s, as text) of every visible GPU, measured in a child process; [] without one."""
-    if os.environ.get("COURSE_COPY_GBPS"):
-        return [os.environ["COURSE_COPY_GBPS"]]
-    where = (os.environ.get("TRITON_INTERPRET"), os.environ.get("CUDA_VISIBLE_DEVICES"))
-    if where in _NO_GPU_IN:
-        return []
-    code = ("import triton_course, sys, torch\n"
-            "if triton_course.current().interpreted: sys.exit(3)\n"
-            "from triton_course.bench import copy_bandwidth\n"
-            "for i in range(torch.cuda.device_count()):\n"
-            "    torch.cuda.set_device(i); copy_bandwidth.cache_clear(); print('GBPS', copy_bandwidth())\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **GPU_ORDER})
-    if proc.returncode == 3:   # Triton's interpreter: no GPU
-        _NO_GPU_IN.add(where)
-    if proc.returncode != 0:
-        return []
-    return [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("GBPS ")]
 
 
 def _with_notes(records: list[GradeRecord], notes: list[str]) -> list[GradeRecord]:
@@ -436,7 +183,7 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
               executor: Executor | None = None, force: bool = False, feedback: bool = True,
               timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: float | None = None,
               progress: bool = False, sandboxed: bool = True, ray_address: str | None = None,
-              resources: "JobResources | None" = None) -> list[GradeRecord]:
+              resources: JobResources | None = None) -> list[GradeRecord]:
     """Grade every submission and return the records in submission order.
 
     Where the jobs run: ``ray_address`` set, on that Ray cluster (:mod:`grader.cluster`; ``resources`` is what
@@ -457,39 +204,8 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
     secret = run_secret(out)
     run = run_info(sandboxed)
     protected = Protected()
-    snapshot: dict[Submission, bytes | None] = {}
-    unread: dict[Submission, tuple[str, str]] = {}  # (status, message) of a notebook that was not read
-    for s in subs:
-        snapshot[s], unread[s] = _snapshot(s)
-        if snapshot[s] is not None:
-            protected.remember(s.notebook, snapshot[s])
-
-    results: dict[Submission, list[GradeRecord]] = {}
-    todo: list[Submission] = []
-    for s in subs:
-        data = snapshot[s]
-        cells = graded_cells(s.assignment)
-        if data is None:
-            status, message = unread[s]
-            results[s] = [GradeRecord(s.student, s.assignment, c.grade_id, 0.0, c.points, status, message)
-                          for c in cells]
-            continue
-        path = record_path(out, s.assignment, s.student)
-        saved = None if force else load_record(path, sha256(data), secret)
-        if saved is not None:
-            results[s] = _with_notes(*saved)
-            protected.remember(path, path.read_bytes())
-        else:
-            todo.append(s)
-
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-            bar = tqdm(total=len(subs), initial=len(subs) - len(todo), unit="submission", file=sys.stderr,
-                       dynamic_ncols=True, smoothing=0.1)
-        except ImportError:  # tqdm is in the grader's extras; without it the per-submission lines remain
-            bar = None
+    snapshot, results, todo = _resume(subs, out, secret, force, protected)
+    bar = _progress_bar(len(subs), len(subs) - len(todo)) if progress else None
     for s in subs:
         if s in results and on_done and s not in todo:
             on_done(s, results[s])
@@ -517,38 +233,89 @@ def grade_all(subs: Iterable[Submission], out: Path, *, workers: int = 1,
             bar.update(1)
 
     if todo:
-        private = Path(tempfile.mkdtemp(prefix="course-grading-"))
-        try:
-            templates = {a: GradingTemplate(private / "templates" / a, a) for a in sorted({s.assignment for s in todo})}
-
-            def job_for(s: Submission, template: str, env: dict[str, str]) -> GradingJob:
-                return GradingJob(s.student, s.assignment, snapshot[s], template,
-                                  str(private / "work" / _short_name(s)),
-                                  tuple((c.grade_id, c.points) for c in graded_cells(s.assignment)),
-                                  timeout_s, cell_timeout_s, env, feedback,
-                                  seed_hex=submission_seed(secret, s.assignment, s.student), sandboxed=sandboxed)
-
-            if ray_address is not None:
-                from grader.cluster import grade_on_ray
-
-                packed = {a: pack_folder(t.root) for a, t in templates.items()}
-                shutil.rmtree(private / "templates")  # the jobs carry them: nothing of this machine's disk is read
-                jobs = {s: job_for(s, "", {}) for s in todo}
-                for s, res, keep in grade_on_ray(ray_address, jobs, packed, resources):
-                    finish(s, res, keep)
-            else:
-                for t in templates.values():  # shared by every submission: a notebook must not change them
-                    for f in t.root.rglob("*"):
-                        if f.is_file():
-                            protected.remember(f, f.read_bytes())
-                for s, res, keep in _grade_locally(todo, job_for, {a: str(t.root) for a, t in templates.items()},
-                                                   private, workers, executor):
-                    finish(s, res, keep)
-        finally:
-            shutil.rmtree(private, ignore_errors=True)
+        job_settings = dict(timeout_s=timeout_s, cell_timeout_s=cell_timeout_s, feedback=feedback, sandboxed=sandboxed)
+        with contextlib.closing(_graded(todo, snapshot, secret, protected, job_settings, ray_address, resources,
+                                        workers, executor)) as graded:
+            for s, res, keep in graded:
+                finish(s, res, keep)
     if bar is not None:
         bar.close()
     return [r for s in subs for r in results[s]]
+
+
+def _resume(subs: list[Submission], out: Path, secret: bytes, force: bool, protected: Protected
+            ) -> tuple[dict[Submission, bytes | None], dict[Submission, list[GradeRecord]], list[Submission]]:
+    """(the bytes of each submitted notebook, or None where it could not be read; the records of the submissions
+    not to grade: unread, or graded already with the same bytes unless ``force``; the submissions to grade).
+    Every notebook read and every record kept is remembered by ``protected``."""
+    snapshot: dict[Submission, bytes | None] = {}
+    unread: dict[Submission, tuple[str, str]] = {}  # (status, message) of a notebook that was not read
+    for s in subs:
+        snapshot[s], unread[s] = _snapshot(s)
+        if snapshot[s] is not None:
+            protected.remember(s.notebook, snapshot[s])
+
+    results: dict[Submission, list[GradeRecord]] = {}
+    todo: list[Submission] = []
+    for s in subs:
+        data = snapshot[s]
+        cells = graded_cells(s.assignment)
+        if data is None:
+            status, message = unread[s]
+            results[s] = [GradeRecord(s.student, s.assignment, c.grade_id, 0.0, c.points, status, message)
+                          for c in cells]
+            continue
+        path = record_path(out, s.assignment, s.student)
+        saved = None if force else load_record(path, sha256(data), secret)
+        if saved is not None:
+            results[s] = _with_notes(*saved)
+            protected.remember(path, path.read_bytes())
+        else:
+            todo.append(s)
+    return snapshot, results, todo
+
+
+def _progress_bar(total: int, done: int) -> Any:
+    """A tqdm bar on stderr, or None without tqdm."""
+    try:
+        from tqdm import tqdm
+        return tqdm(total=total, initial=done, unit="submission", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    except ImportError:  # tqdm is in the grader's extras; without it the per-submission lines remain
+        return None
+
+
+def _graded(todo: list[Submission], snapshot: dict[Submission, bytes | None], secret: bytes, protected: Protected,
+            job_settings: dict[str, Any], ray_address: str | None, resources: JobResources | None, workers: int,
+            executor: Executor | None) -> Iterator[tuple[Submission, JobResult, bool]]:
+    """Grade ``todo`` (on the Ray cluster at ``ray_address``, or here: :func:`_grade_locally`) from templates made
+    in a private temporary folder, removed at the end; yield (submission, result, keep) as results come back.
+    ``job_settings``: the :class:`GradingJob` fields every job shares (time limits, feedback, sandboxed)."""
+    private = Path(tempfile.mkdtemp(prefix="course-grading-"))
+    try:
+        templates = {a: GradingTemplate(private / "templates" / a, a) for a in sorted({s.assignment for s in todo})}
+
+        def job_for(s: Submission, template: str, env: dict[str, str]) -> GradingJob:
+            return GradingJob(s.student, s.assignment, snapshot[s], template,
+                              str(private / "work" / _short_name(s)),
+                              tuple((c.grade_id, c.points) for c in graded_cells(s.assignment)),
+                              job_settings["timeout_s"], job_settings["cell_timeout_s"], env, job_settings["feedback"],
+                              seed_hex=submission_seed(secret, s.assignment, s.student),
+                              sandboxed=job_settings["sandboxed"])
+
+        if ray_address is not None:
+            packed = {a: pack_folder(t.root) for a, t in templates.items()}
+            shutil.rmtree(private / "templates")  # the jobs carry them: nothing of this machine's disk is read
+            jobs = {s: job_for(s, "", {}) for s in todo}
+            yield from grade_on_ray(ray_address, jobs, packed, resources)
+        else:
+            for t in templates.values():  # shared by every submission: a notebook must not change them
+                for f in t.root.rglob("*"):
+                    if f.is_file():
+                        protected.remember(f, f.read_bytes())
+            yield from _grade_locally(todo, job_for, {a: str(t.root) for a, t in templates.items()}, private,
+                                      workers, executor)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def _snapshot(s: Submission) -> tuple[bytes | None, tuple[str, str]]:
@@ -577,28 +344,6 @@ def _write_atomically(path: Path, data: bytes, protected: Protected) -> None:
     tmp.write_bytes(data)
     os.replace(tmp, path)
     protected.remember(path, data)
-
-
-def pack_folder(root: Path) -> bytes:
-    """A folder as the bytes of a gzipped tar (a grading template, sent to cluster workers as data)."""
-    import io
-    import tarfile
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=3) as tar:
-        tar.add(root, arcname=".")
-    return buf.getvalue()
-
-
-def unpack_folder(data: bytes, dest: Path) -> Path:
-    """Undo :func:`pack_folder` into ``dest`` (only plain files and folders, nothing outside ``dest``)."""
-    import io
-    import tarfile
-
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        tar.extractall(dest, filter="data")
-    return dest
 
 
 def _grade_locally(todo: list[Submission], job_for: Callable[[Submission, str, dict[str, str]], GradingJob],
@@ -653,7 +398,8 @@ def _grade_locally(todo: list[Submission], job_for: Callable[[Submission, str, d
             try:
                 yield s, fut.result(), True
             except Exception as exc:  # a failure of the grader itself: report it, go on, grade it again next run
-                yield s, _all(job_for(s, "", {}), "error", f"the grader failed on this submission: {exc!r}"[:1000]), False
+                failed = all_cells(job_for(s, "", {}), "error", f"the grader failed on this submission: {exc!r}"[:1000])
+                yield s, failed, False
     finally:
         if executor is None:
             pool.shutdown(wait=True)

@@ -3,16 +3,16 @@
 The driver (the instructor's ``autograde`` process) connects to a running cluster with ``ray.init(ADDRESS)``
 and sends one Ray task per submission. Everything a task needs travels as data, so no filesystem is shared:
 
-* the :class:`grader.autograde.GradingJob`: the notebook's bytes, the hidden tests' seed, the cells and their
+* the :class:`grader.jobs.GradingJob`: the notebook's bytes, the hidden tests' seed, the cells and their
   points, the limits, and the GPU copy bandwidth measured once for the run (by a task on a GPU of the
   cluster, so that every submission is held to one ceiling);
 * the grading template (gradebook, source notebook, release), packed once per assignment into a gzipped
   tar and put in Ray's object store once; each task unpacks it into a private temporary folder of its node.
 
-A task runs :func:`grader.autograde.run_job` exactly as the local pool does: real ``nbgrader autograde``,
-every submission in its bubblewrap sandbox, the hidden tests in the judge. The result (records, notes, the
-autograded notebook, the feedback page, the log) goes back to the driver, which alone writes ``DIR`` and
-signs the records. Each record's ``run`` names the node, GPU and versions that graded it.
+A task runs :func:`grader.jobs.run_job` exactly as the local pool (:mod:`grader.autograde`) does: real
+``nbgrader autograde``, every submission in its bubblewrap sandbox, the hidden tests in the judge. The result
+(records, notes, the autograded notebook, the feedback page, the log) goes back to the driver, which alone writes
+``DIR`` and signs the records. Each record's ``run`` names the node, GPU and versions that graded it.
 
 **Resources.** Each task asks Ray for what one submission needs (:class:`JobResources`): CPUs, memory (the
 sandbox's memory cap plus the grader's own processes), and on a cluster with GPUs a fraction of one GPU,
@@ -23,7 +23,7 @@ while a kernel is timed. On a cluster without GPUs the tasks ask for none, and p
 
 **Failures.** Ray retries a task (``max_retries``) only on a system failure that the driver observes: the
 worker process died or its node was lost. An exception raised by the grader's code is never retried, and
-nothing a submission prints is evidence of anything (:data:`grader.autograde.KERNEL_START_RETRIES` keeps its
+nothing a submission prints is evidence of anything (:data:`grader.jobs.KERNEL_START_RETRIES` keeps its
 own rule). A submission whose worker died on every try is reported as an error and left unrecorded, so the
 next run grades it again; each graded submission is recorded once, when its one result comes back.
 """
@@ -39,10 +39,8 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from grader.autograde import GradingJob, JobResult, Submission
+from grader.jobs import GPU_ORDER, GradingJob, JobResult, Submission, all_cells, calibrate_gpus, run_job, unpack_folder
 
 #: A folder of each node for the grader's node-local state: GPU locks, sandbox slots, job workspaces.
 #: Never visible inside a sandbox. Default: ``<temp dir of the worker>/course-grader``.
@@ -142,12 +140,11 @@ def worker_info() -> dict[str, str]:
     return info
 
 
-def grade_here(job: "GradingJob", template: bytes, sandbox_memory_bytes: int, gpu: bool) -> "JobResult":
+def grade_here(job: GradingJob, template: bytes, sandbox_memory_bytes: int, gpu: bool) -> JobResult:
     """Grade one job on this node: unpack the template into a private folder, take a sandbox slot, run it.
 
     Raises (never retried) when this node cannot make a sandbox; everything the submission does is in the
     result, as with the local pool."""
-    from grader.autograde import run_job, unpack_folder
     from grader.gpu_lock import LOCK_DIR_ENV
     from grader.sandbox import MEMORY_ENV, SandboxUnavailable, unavailable_reason
 
@@ -176,7 +173,7 @@ def grade_here(job: "GradingJob", template: bytes, sandbox_memory_bytes: int, gp
         os.close(slot_fd)
 
 
-def _grade_task(job: "GradingJob", template: bytes, sandbox_memory_bytes: int) -> "JobResult":
+def _grade_task(job: GradingJob, template: bytes, sandbox_memory_bytes: int) -> JobResult:
     """The body of the Ray task (``ray::grade_submission`` in the process list of a worker)."""
     import ray
 
@@ -184,8 +181,6 @@ def _grade_task(job: "GradingJob", template: bytes, sandbox_memory_bytes: int) -
 
 
 def _calibrate_task() -> list[str]:
-    from grader.autograde import calibrate_gpus
-
     return calibrate_gpus()
 
 
@@ -211,14 +206,12 @@ def _check_fits(ray, resources: JobResources, gpus: bool) -> None:
                            f"{have}. Lower --cpus-per-job or --memory-per-job, or add nodes.")
 
 
-def grade_on_ray(address: str, jobs: "dict[Submission, GradingJob]", templates: dict[str, bytes],
-                 resources: JobResources | None = None) -> Iterator[tuple["Submission", "JobResult", bool]]:
+def grade_on_ray(address: str, jobs: dict[Submission, GradingJob], templates: dict[str, bytes],
+                 resources: JobResources | None = None) -> Iterator[tuple[Submission, JobResult, bool]]:
     """Run every job on the cluster at ``address``; yield (submission, result, keep) as each comes back
     (``keep`` False: the grader or the machine failed, so the submission must not be recorded as graded)."""
     import ray
     from ray.exceptions import RayError, RayTaskError
-
-    from grader.autograde import GPU_ORDER, _all
 
     resources = resources or JobResources()
     try:
@@ -250,10 +243,10 @@ def grade_on_ray(address: str, jobs: "dict[Submission, GradingJob]", templates: 
                     yield sub, ray.get(ref), True
                 except RayTaskError as exc:  # the grader's code raised on the worker: not retried
                     cause = exc.cause if getattr(exc, "cause", None) is not None else exc
-                    yield sub, _all(job, "error", f"the grader failed on this submission on its worker: "
+                    yield sub, all_cells(job, "error", f"the grader failed on this submission on its worker: "
                                                   f"{type(cause).__name__}: {cause}"[:1000]), False
                 except RayError as exc:      # the worker or its node died on every try
-                    yield sub, _all(job, "error", f"the machine grading this submission failed "
+                    yield sub, all_cells(job, "error", f"the machine grading this submission failed "
                                                   f"{resources.retries + 1} time(s) ({type(exc).__name__}); it "
                                                   "was not graded and the next run grades it again"), False
     finally:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import nbformat
 
-from grader.course import REPO_ROOT
+from grader.course import CHAPTERS, REPO_ROOT
 from triton_course.bootstrap import setup_cell
-from triton_course.links import (CHAPTERS, NOTEBOOKS_FOLDER, ConfigError, CourseConfig, badges, notebooks_command,
-                         read_config)
+from triton_course.links import (NOTEBOOKS_FOLDER, ConfigError, CourseConfig, badges, notebook_path,
+                                 notebooks_command, read_config)
 
 BADGES = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\((?P<colab>[^)]*)\)\s*"
                     r"\[!\[Open in ModelScope\]\([^)]*\)\]\((?P<modelscope>[^)]*)\)")
@@ -82,13 +82,30 @@ def _fixed_notebook(path: Path, config: CourseConfig) -> tuple[nbformat.Notebook
     return nb, problems
 
 
+#: A row of the README's table of chapters: ``| 03 | [Title](notebooks/03_x/03_x.ipynb) | links |``.
+CHAPTER_ROW = re.compile(r"^\| \d\d \| \[[^\]]*\]\(notebooks/[^)]*\.ipynb\) \|.*\|$", re.M)
+
+
+def _with_chapter_row(text: str, chapter: str, config: CourseConfig) -> str:
+    """``text`` with a row for ``chapter`` after the last row of its table of chapters (unchanged without one)."""
+    rows = list(CHAPTER_ROW.finditer(text))
+    if not rows:
+        return text
+    row = f"| {chapter[:2]} | [{CHAPTERS[chapter]}]({notebook_path(chapter)}) | {badges(chapter, config)} |"
+    return text[:rows[-1].end()] + "\n" + row + text[rows[-1].end():]
+
+
 def _fixed_readme_links(text: str, config: CourseConfig) -> tuple[str, list[str]]:
     problems = []
     for chapter in CHAPTERS:
         pattern = re.compile(BADGES.pattern.replace(r"(?P<colab>[^)]*)", rf"(?P<colab>[^)]*/{chapter}\.ipynb)"))
         found = pattern.search(text)
-        if found is None:
-            continue  # a chapter the README does not list (tests/test_notebooks.py requires every chapter)
+        if found is None:   # a chapter added since: its row joins the table (tests/test_notebooks.py requires one)
+            added = _with_chapter_row(text, chapter, config)
+            if added != text:
+                problems.append(f"no row for {chapter}")
+                text = added
+            continue
         want = badges(chapter, config)
         if found.group(0) != want:
             problems.append(f"the links of {chapter}")

@@ -1,6 +1,6 @@
 """Example submissions, built from short answer files so that they follow the notebooks as they change.
 
-An answer file ``tests/submissions/<assignment>/<student>.py`` holds the code a student typed into the
+An answer file ``solutions/<assignment>/submissions/examples/<student>.py`` (or ``.../attacks/``) holds the code a student typed into the
 solution cells, one section per cell::
 
     # what this student did (the first comment lines describe the submission)
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook, student_notebook
+from grader.course import EXAMPLES, answers_folder, solution_notebook, student_notebook
 
 _SECTION = re.compile(r"^#%% (\S+)( from-solution)?\s*$", re.M)
 _EDIT = re.compile(r"^#%%- (replace|with)\s*$", re.M)
@@ -101,14 +101,16 @@ def apply_answers(assignment: str, answers: dict[str, Answer]) -> nbformat.Noteb
     return nb
 
 
-def answer_files(assignment: str, root: Path = EXAMPLE_SUBMISSIONS) -> list[Path]:
-    return sorted((root / assignment).glob("*.py"))
+def answer_files(assignment: str, kind: str = EXAMPLES) -> list[Path]:
+    """The answer files of a chapter: ``kind`` "examples" or "attacks" (:func:`grader.course.answers_folder`)."""
+    return sorted(answers_folder(assignment, kind).glob("*.py"))
 
 
-def build_submissions(assignment: str, submitted: Path, root: Path = EXAMPLE_SUBMISSIONS) -> list[str]:
-    """Write every example submission of ``assignment`` under ``submitted``; return the student names."""
+def build_submissions(assignment: str, submitted: Path, kind: str = EXAMPLES) -> list[str]:
+    """Write every answer file of ``assignment`` (``kind`` "examples" or "attacks") as a submission under
+    ``submitted``; return the student names."""
     students = []
-    for f in answer_files(assignment, root):
+    for f in answer_files(assignment, kind):
         nb = apply_answers(assignment, parse_answers(f.read_text()))
         dest = submitted / f.stem / assignment / f"{assignment}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -140,7 +140,7 @@ class KernelTransport:
             os.chown(folder, self.uid, self.uid)
 
     def run(self, folder: Path, timeout_s: float) -> None:
-        from grader.judge import StudentCrashed, StudentTimeout
+        from grader.judge_calls import StudentCrashed, StudentTimeout
 
         ex = self.executor
         code = f"import triton_course.harness as _course_harness\n_course_harness.serve({str(folder)!r})\ndel _course_harness"
@@ -274,8 +274,7 @@ class CourseExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         began_all = time.perf_counter()  # the judge's imports (PyTorch) included
         from grader.judge import JudgeSession, Seed
-        from grader.relauncher import ProcessRelauncher, notebook_kernel_shapes
-        from grader.sandbox import Sandbox
+        from grader.relauncher import notebook_kernel_shapes
 
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
@@ -289,8 +288,39 @@ class CourseExecute(Execute):
         source = read_notebook(source_path, as_version=4) if source_path else nb
         seed_file = os.environ.get(SEED_FILE_ENV, "")
         seed = Seed(bytes.fromhex(Path(seed_file).read_text().strip())) if seed_file else Seed()
-        sandboxed = self.sandboxed and os.environ.get(SANDBOX_ENV, "1") != "0"
         gpu = os.environ.get("TRITON_INTERPRET", "0") != "1" and _has_gpu()
+        exchange, uid, relauncher = self._make_sandboxes(resources, gpu)
+        self._session = JudgeSession(KernelTransport(self, exchange, "cuda" if gpu else "cpu", uid), seed,
+                                     call_timeout_s=float(self.timeout or 300), relauncher=relauncher,
+                                     allowed_kernels=notebook_kernel_shapes(nb))
+        from grader.gpu_lock import GpuLock
+
+        self._session.gpu_lock = GpuLock.from_env()
+        # the student's threads and queued GPU work must not share the GPU with the judge's same-size copy or
+        # library product: frozen while the judge times them
+        self._session.own_sandboxes = [box.member(judge=False) for box in (self._sandbox, self._relaunch_box)
+                                       if box is not None]
+        problems = self._session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
+                                                 graded_functions(source), submitted_kernels(nb))
+        try:
+            crashed = self._run_all_cells(resources)
+        finally:
+            relauncher.close()
+            log = relauncher.log.read_text(errors="replace")[-3000:] if relauncher.log.is_file() else ""
+            for box in (self._sandbox, self._relaunch_box):
+                if box is not None:
+                    box.close()
+        self._record_run(crashed, relauncher.describe(), log, seed.fingerprint, problems, began_all)
+        self.set_widgets_metadata()
+        return self.nb, self.resources
+
+    def _make_sandboxes(self, resources, gpu: bool):
+        """(exchange folder, the student's uid, the relauncher): the student's sandbox and the second one the
+        launches are re-run in (``self._sandbox``, ``self._relaunch_box``), or plain folders unsandboxed."""
+        from grader.relauncher import ProcessRelauncher
+        from grader.sandbox import Sandbox
+
+        sandboxed = self.sandboxed and os.environ.get(SANDBOX_ENV, "1") != "0"
         staging = Path(os.environ.get(SANDBOX_DIR_ENV) or Path(resources.get("metadata", {}).get("path", ".")) /
                        ".sandbox")
         if sandboxed:
@@ -315,69 +345,67 @@ class CourseExecute(Execute):
                 folder.mkdir(parents=True)
             relauncher = ProcessRelauncher(staging / "relaunch", log=staging / "relaunch.log",
                                            what="a process of its own (unsandboxed)")
-        self._session = JudgeSession(KernelTransport(self, exchange, "cuda" if gpu else "cpu", uid), seed,
-                                     call_timeout_s=float(self.timeout or 300), relauncher=relauncher,
-                                     allowed_kernels=notebook_kernel_shapes(nb))
-        from grader.gpu_lock import GpuLock
+        return exchange, uid, relauncher
 
-        self._session.gpu_lock = GpuLock.from_env()
-        # the student's threads and queued GPU work must not share the GPU with the judge's same-size copy or
-        # library product: frozen while the judge times them
-        self._session.own_sandboxes = [box.member(judge=False) for box in (self._sandbox, self._relaunch_box)
-                                       if box is not None]
-        problems = self._session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
-                                                 graded_functions(source), submitted_kernels(nb))
+    def _run_all_cells(self, resources) -> list[int]:
+        """Every cell, in a fresh kernel after each death (the student's cells above replayed); the indices of the
+        cells the kernel died in."""
         crashed: list[int] = []
         start = 0
-        try:
-            while True:
-                index = start
-                self.km = self._new_kernel_manager()
-                try:
-                    began = time.perf_counter()
-                    with self.setup_kernel():
-                        info_msg = self.wait_for_reply(self.kc.kernel_info())
-                        self._seconds.append([start, "kernel start", round(time.perf_counter() - began, 3)])
-                        self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
-                        if os.environ.get(STARTED_FILE_ENV):  # trusted evidence that the machine worked
-                            Path(os.environ[STARTED_FILE_ENV]).write_text("started")
-                        for index in range(0, start):
-                            cell = self.nb.cells[index]
-                            if cell.cell_type == "code" and index not in crashed:
-                                self._run_cell(cell, resources, index, replay=True)
-                        for index in range(start, len(self.nb.cells)):
-                            self._run_cell(self.nb.cells[index], resources, index)
-                    break
-                except (DeadKernelError, KernelRestart) as exc:
-                    cell = self.nb.cells[index]
-                    if isinstance(exc, DeadKernelError):
-                        why = self._why_killed() or KERNEL_DIED
-                        cell.outputs.append(NotebookNode(output_type="error", ename="KernelDied", evalue=why,
-                                                         traceback=[f"KernelDied: {why}"]))
-                    crashed.append(index)
-                    self.log.warning("kernel died in cell %d; restarting", index)
-                    self.km = None
-                    self.kc = None
-                    start = index + 1
-                    if len(crashed) > self.max_restarts:
-                        for later in self.nb.cells[start:]:
-                            if later.cell_type == "code":
-                                later.outputs = [NotebookNode(
-                                    output_type="error", ename="NotRun",
-                                    evalue=f"not run: the kernel died {len(crashed)} times in this notebook",
-                                    traceback=["NotRun: the kernel died too many times"])]
-                        break
-        finally:
-            relauncher.close()
-            log = relauncher.log.read_text(errors="replace")[-3000:] if relauncher.log.is_file() else ""
-            for box in (self._sandbox, self._relaunch_box):
-                if box is not None:
-                    box.close()
+        while True:
+            index = start
+            self.km = self._new_kernel_manager()
+            try:
+                began = time.perf_counter()
+                with self.setup_kernel():
+                    info_msg = self.wait_for_reply(self.kc.kernel_info())
+                    self._seconds.append([start, "kernel start", round(time.perf_counter() - began, 3)])
+                    self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
+                    if os.environ.get(STARTED_FILE_ENV):  # trusted evidence that the machine worked
+                        Path(os.environ[STARTED_FILE_ENV]).write_text("started")
+                    for index in range(0, start):
+                        cell = self.nb.cells[index]
+                        if cell.cell_type == "code" and index not in crashed:
+                            self._run_cell(cell, resources, index, replay=True)
+                    for index in range(start, len(self.nb.cells)):
+                        self._run_cell(self.nb.cells[index], resources, index)
+                return crashed
+            except (DeadKernelError, KernelRestart) as exc:
+                start = self._after_death(exc, index, crashed)
+                if start is None:
+                    return crashed
+
+    def _after_death(self, exc: Exception, index: int, crashed: list[int]) -> int | None:
+        """Note the kernel's death in cell ``index`` (added to ``crashed``); the cell to go on from in a new
+        kernel, or None after :attr:`max_restarts` deaths (the cells left are marked as not run)."""
+        cell = self.nb.cells[index]
+        if isinstance(exc, DeadKernelError):
+            why = self._why_killed() or KERNEL_DIED
+            cell.outputs.append(NotebookNode(output_type="error", ename="KernelDied", evalue=why,
+                                             traceback=[f"KernelDied: {why}"]))
+        crashed.append(index)
+        self.log.warning("kernel died in cell %d; restarting", index)
+        self.km = None
+        self.kc = None
+        start = index + 1
+        if len(crashed) > self.max_restarts:
+            for later in self.nb.cells[start:]:
+                if later.cell_type == "code":
+                    later.outputs = [NotebookNode(
+                        output_type="error", ename="NotRun",
+                        evalue=f"not run: the kernel died {len(crashed)} times in this notebook",
+                        traceback=["NotRun: the kernel died too many times"])]
+            return None
+        return start
+
+    def _record_run(self, crashed: list[int], relaunched_where: str, log: str, seed_sha: str, problems: list[str],
+                    began_all: float) -> None:
+        """What the grader's own process saw, into the notebook's metadata (``course_grader``)."""
         meta = self.nb.metadata.setdefault("course_grader", {})
         meta["crashed_cells"] = crashed
         meta["sandbox"] = self._sandbox.describe() if self._sandbox is not None else "none (graded unsandboxed)"
-        meta["relaunch"] = {"calls": self._session.relaunches, "where": relauncher.describe(), "log": log}
-        meta["seed_sha"] = seed.fingerprint
+        meta["relaunch"] = {"calls": self._session.relaunches, "where": relaunched_where, "log": log}
+        meta["seed_sha"] = seed_sha
         meta["judge_problems"] = problems
         meta["seconds"] = self._seconds  # where the grading time went (the grader's own clock)
         meta["phases"] = self._session.phases.summary()  # the judge's calls, re-runs, timing (grader.phases)
@@ -385,8 +413,6 @@ class CourseExecute(Execute):
         meta["timing"] = self._session.timing_rounds  # every timed round: graph or not, both clocks
         meta["gpu_lock"] = self._session.gpu_lock.history  # every timed hold: who else was registered, frozen, drained
         meta["quiet_while_judge_times"] = [m["name"] for m in self._session.own_sandboxes]
-        self.set_widgets_metadata()
-        return self.nb, self.resources
 
 
 def _has_gpu() -> bool:

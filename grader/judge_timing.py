@@ -23,7 +23,7 @@ One timed round of a student's function:
    the bound by chance (ten elements zeroed in one call of 5000 normal values: about 1 in 150); an error in
    every call, a large error, or a call that was never made escapes it only with a vanishing chance.
 4. **The work is the kernel's.** The operators and launches of the timed loop are held to
-   :func:`grader.judge.work_problems`, as every correctness call is.
+   :func:`grader.judge_calls.work_problems`, as every correctness call is.
 5. **The yardstick is the judge's alone.** What the judge times itself beside the student's kernel (the
    same-size copy of a bandwidth check here, the library's product of :func:`triton_course.matmul.tflops_points`,
    the baseline of :func:`triton_course.grading.throughput_points` through :func:`verified_against_baseline`)
@@ -31,11 +31,15 @@ One timed round of a student's function:
    a thread of the student's kernel, or work it left queued, would otherwise share the GPU with the yardstick
    and lower the target. A large copy that still ran far below the GPU's calibrated copy bandwidth was disturbed
    all the same (:func:`copy_disturbed`), and its round does not count.
+
+The judge's proxy of a student's function carries these methods to the speed checks of :mod:`triton_course.grading`
+and :mod:`triton_course.matmul` as :class:`ProxyTiming` (``proxy.judge_timing``): the student's package never
+imports the grader. The requests and answers are the messages of :mod:`triton_course.exchange`.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import shutil
 import time
@@ -44,10 +48,12 @@ from typing import Any
 
 import torch
 
-from grader.judge import JudgeSession, StudentFunction, work_problems
+from grader.judge_calls import JudgeCalls, RemoteFunction, work_problems
 from grader.phases import phase
 from triton_course.checks import CheckFailed, compare, describe
-from triton_course.harness import NAMES, load_tensor
+from triton_course.exchange import (FINGERPRINTS, NAMES, OK, TIME_MODE, TimeRequest, load_tensor, read_response,
+                                    write_request)
+from triton_course.grading import bandwidth_verdict, quiet_stderr, same_size_copy_verdict
 from triton_course.timing_harness import BLOCK, build_args, fingerprints
 
 CLOCK_TOLERANCE = 0.05
@@ -60,19 +66,19 @@ MAX_ROUNDS = 6
 #: A same-size copy of at least DISTURBED_COPY_MIN_BYTES that ran below DISTURBED_COPY_FRACTION of the GPU's
 #: calibrated copy bandwidth was disturbed: something else used the GPU while the judge timed it (on the H200,
 #: copies of 64 MiB or more reach 0.90-0.97 of it undisturbed, and ran at 0.43 and 0.50 when another
-#: submission's re-run shared the GPU: results/gpu_class_throughput_course_relaunch_unfrozen.json).
+#: submission's re-run shared the GPU: tests/gpu/records/gpu_class_throughput_course_relaunch_unfrozen.json).
 DISTURBED_COPY_FRACTION = 0.6
 DISTURBED_COPY_MIN_BYTES = 32 << 20
 #: Set in the course's own tests to run the timing protocol under the interpreter (its numbers mean nothing).
 TIME_ON_CPU_ENV = "COURSE_JUDGE_TIME_ON_CPU"
 
 
-def _request(session: JudgeSession, payload: dict[str, Any], timeout_s: float) -> tuple[dict[str, Any], float, Any]:
+def _request(session: JudgeCalls, payload: TimeRequest, timeout_s: float) -> tuple[dict[str, Any], float, Any]:
     session.calls += 1
     folder = session.transport.exchange / f"time-{session.calls}"
     folder.mkdir(parents=True)
     session.transport.prepare(folder)
-    (folder / "request.json").write_text(json.dumps({"mode": "time", "device": session.transport.device, **payload}))
+    write_request(folder, {"mode": TIME_MODE, "device": session.transport.device, **payload})
     session.in_flight = payload.get("label", payload.get("fn", "a timed call"))
     with session.gpu_lock.shared():   # a no-op inside the exclusive hold of the timed steps
         t0 = time.perf_counter()
@@ -80,9 +86,7 @@ def _request(session: JudgeSession, payload: dict[str, Any], timeout_s: float) -
         wall = (time.perf_counter() - t0) * 1e3
     session.in_flight = None
     try:
-        resp = json.loads((folder / "response.json").read_text())
-        if not isinstance(resp, dict):
-            raise ValueError
+        resp = read_response(folder)
     except (OSError, ValueError):
         shutil.rmtree(folder, ignore_errors=True)
         raise CheckFailed(f"{payload.get('label')}: the notebook gave no readable answer to the grader's timing "
@@ -129,7 +133,7 @@ def _output_bytes(templates: Sequence[Any], reference: Callable[..., Any]) -> in
 
 
 @phase("timing")
-def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
+def timed_round(fn: RemoteFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
                 tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str, round_no: int = 0,
                 timeout_s: float = 300.0, same_size_copy: int = 0) -> tuple[float, int]:
     """One verified timed loop; returns (milliseconds per call, calls). Raises CheckFailed on any doubt.
@@ -151,43 +155,20 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
                                         "keys": keys, "warm_key": session.seed.key("warm", what, round_no)},
                               timeout_s)
         folders.append(f)
-        if resp.get("status") != "ok":
+        if resp.get("status") != OK:
             raise CheckFailed(f"{what}: {str(resp.get('error', 'the function failed before timing'))[:2000]}")
         resp, _, f = _request(session, {"step": "capture", "label": what}, timeout_s)
         folders.append(f)
-        if resp.get("status") != "ok":
+        if resp.get("status") != OK:
             raise CheckFailed(f"{what}: {str(resp.get('error', 'the function failed while captured'))[:2000]}")
         entry = {"what": what, "round": round_no, "calls": calls, "graph": bool(resp.get("graph")),
                  "why_not_graph": str(resp.get("why", ""))[:300]}
         session.timing_rounds.append(entry)
-        with session.gpu_lock.exclusive():  # no other submission's work on this GPU while timed
-            _, _, f = _request(session, {"step": "spin", "label": what}, timeout_s)
-            folders.append(f)
-            overheads = []
-            for _ in range(5):
-                _, wall, f = _request(session, {"step": "noop", "label": what}, timeout_s)
-                folders.append(f)
-                overheads.append(wall)
-            overhead = sorted(overheads)[2]
-            resp, wall, f = _request(session, {"step": "run", "label": what}, timeout_s)
-            folders.append(f)
-            if resp.get("status") != "ok":
-                raise CheckFailed(f"{what}: {str(resp.get('error', 'the timed loop failed'))[:2000]}")
+        resp, wall, overhead = _timed_loop(session, what, timeout_s, folders)
         reported = float(resp.get("elapsed_ms", -1.0))
         judged = max(0.0, wall - overhead)
         entry.update(reported_ms=round(reported, 4), judged_ms=round(judged, 4))
-        evidence = {"launches": resp.get("launches", 0), "ops": resp.get("ops", {}),
-                    "unknown_copies": resp.get("unknown_copies", 0)}
-        problems = work_problems(evidence, True)
-        if int(resp.get("launches", 0)) < calls:
-            problems.append(f"launched a Triton kernel only {resp.get('launches', 0)} times in {calls} timed calls: "
-                            "every call must compute its result with your kernel (no cached or skipped calls).")
-        if not resp.get("written_by_launch", False) or not resp.get("tensors", False):
-            problems.append("returned, while timed, tensors that no Triton launch received.")
-        if int(resp.get("distinct_outputs", 0)) < calls:
-            problems.append("returned the same output tensor for different timed calls.")
-        if int(resp.get("outputs_per_call", 1)) < 1:
-            problems.append("returned, while timed, a different number of outputs from one call to the next.")
+        problems = _loop_problems(resp, calls)
         if problems:
             raise CheckFailed(f"{what}: " + " ".join(problems))
         if not (reported > 0 and abs(reported - judged) <= CLOCK_TOLERANCE * judged + CLOCK_SLACK_MS):
@@ -203,7 +184,7 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
         resp, _, f = _request(session, {"step": "verify", "label": what, "challenge": challenge, "pick": pick},
                               timeout_s)
         folders.append(f)
-        if resp.get("status") != "ok":
+        if resp.get("status") != OK:
             raise CheckFailed(f"{what}: {str(resp.get('error', 'the timed outputs could not be read'))[:2000]}")
         with session.gpu_lock.shared():
             _verify(session, fn.__name__, specs, keys, reference, tolerances, resp, f, challenge, pick, what)
@@ -211,6 +192,44 @@ def timed_round(fn: StudentFunction, templates: Sequence[Any], reference: Callab
     finally:
         for f in folders:
             shutil.rmtree(f, ignore_errors=True)
+
+
+def _timed_loop(session: JudgeCalls, what: str, timeout_s: float,
+                folders: list[Any]) -> tuple[dict[str, Any], float, float]:
+    """(the ``run`` step's answer, the judge's milliseconds for it, the median of five empty requests' round
+    trips just before), with the GPU held alone and busy first (``spin``); each request's folder added to
+    ``folders``."""
+    with session.gpu_lock.exclusive():  # no other submission's work on this GPU while timed
+        _, _, f = _request(session, {"step": "spin", "label": what}, timeout_s)
+        folders.append(f)
+        overheads = []
+        for _ in range(5):
+            _, wall, f = _request(session, {"step": "noop", "label": what}, timeout_s)
+            folders.append(f)
+            overheads.append(wall)
+        overhead = sorted(overheads)[2]
+        resp, wall, f = _request(session, {"step": "run", "label": what}, timeout_s)
+        folders.append(f)
+        if resp.get("status") != OK:
+            raise CheckFailed(f"{what}: {str(resp.get('error', 'the timed loop failed'))[:2000]}")
+    return resp, wall, overhead
+
+
+def _loop_problems(resp: dict[str, Any], calls: int) -> list[str]:
+    """Why the timed loop's ``calls`` calls were not all the work of the student's kernel ([] if nothing is wrong)."""
+    evidence = {"launches": resp.get("launches", 0), "ops": resp.get("ops", {}),
+                "unknown_copies": resp.get("unknown_copies", 0)}
+    problems = work_problems(evidence, True)
+    if int(resp.get("launches", 0)) < calls:
+        problems.append(f"launched a Triton kernel only {resp.get('launches', 0)} times in {calls} timed calls: "
+                        "every call must compute its result with your kernel (no cached or skipped calls).")
+    if not resp.get("written_by_launch", False) or not resp.get("tensors", False):
+        problems.append("returned, while timed, tensors that no Triton launch received.")
+    if int(resp.get("distinct_outputs", 0)) < calls:
+        problems.append("returned the same output tensor for different timed calls.")
+    if int(resp.get("outputs_per_call", 1)) < 1:
+        problems.append("returned, while timed, a different number of outputs from one call to the next.")
+    return problems
 
 
 def _tolerances_per_output(tolerances: Callable[[torch.dtype], Any], dtype: torch.dtype,
@@ -225,14 +244,14 @@ def _tolerances_per_output(tolerances: Callable[[torch.dtype], Any], dtype: torc
     return [(float(tol[0]), float(tol[1]))] * n
 
 
-def _verify(session: JudgeSession, name: str, specs: list[dict[str, Any]], keys: list[int],
+def _verify(session: JudgeCalls, name: str, specs: list[dict[str, Any]], keys: list[int],
             reference: Callable[..., torch.Tensor], tolerances: Callable[[torch.dtype], tuple[float, float]],
             resp: dict[str, Any], folder, challenge: int, pick: int, what: str) -> None:
     device = session.transport.device
     judge_device = device if (not device.startswith("cuda") or torch.cuda.is_available()) else "cpu"
     shape = resp.get("fingerprints") or {}
     rows, cols = int(shape.get("rows", -1)), int(shape.get("cols", -1))
-    raw = (folder / "fingerprints.bin").read_bytes() if (folder / "fingerprints.bin").is_file() else b""
+    raw = (folder / FINGERPRINTS).read_bytes() if (folder / FINGERPRINTS).is_file() else b""
     dtype = next(torch.empty(0, dtype=getattr(torch, s["dtype"])).dtype for s in specs if s["kind"] == "tensor")
     n_out = None
     g = torch.Generator(device=judge_device)
@@ -317,7 +336,7 @@ def _load_picked(spec: dict[str, Any], folder, expected: torch.Tensor, what: str
         raise CheckFailed(f"{what}: the timed output the notebook returned could not be read ({exc})") from None
 
 
-def _agreeing_rounds(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
+def _agreeing_rounds(fn: RemoteFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
                      tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str,
                      same_size_copy: int = 0):
     """Yield (ms per call, the round's entry) for each verified round whose clocks agree, up to
@@ -338,7 +357,7 @@ def _agreeing_rounds(fn: StudentFunction, templates: Sequence[Any], reference: C
         raise CheckFailed(f"{disagreements[-1]} (the same in all {len(disagreements)} rounds)")
 
 
-def best_verified_ms(fn: StudentFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
+def best_verified_ms(fn: RemoteFunction, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
                      tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str,
                      good_enough: Callable[[float], bool]) -> float:
     """Milliseconds per call of the best verified round: up to :data:`COUNTED_ROUNDS` rounds whose clocks
@@ -363,7 +382,7 @@ def copy_disturbed(copy_gbps: float, copy_bytes: int, ceiling: float) -> bool:
     return ceiling > 0 and copy_bytes >= DISTURBED_COPY_MIN_BYTES and copy_gbps < DISTURBED_COPY_FRACTION * ceiling
 
 
-def best_verified_fraction_of_copy(fn: StudentFunction, templates: Sequence[Any], nbytes: int,
+def best_verified_fraction_of_copy(fn: RemoteFunction, templates: Sequence[Any], nbytes: int,
                                    reference: Callable[..., torch.Tensor],
                                    tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str,
                                    fraction: float, ceiling: float = 0.0) -> tuple[float, float]:
@@ -402,7 +421,7 @@ def gbps(nbytes: int, ms: float) -> float:
 
 
 @phase("timing")
-def time_same_size_copy(session: JudgeSession, dtype: torch.dtype, numel: int, calls: int) -> float:
+def time_same_size_copy(session: JudgeCalls, dtype: torch.dtype, numel: int, calls: int) -> float:
     """Milliseconds per copy of ``numel`` elements of ``dtype``, ``calls`` copies back to back, timed by the
     judge in its own process (no student code) on the GPU the student's kernel uses.
 
@@ -447,7 +466,7 @@ def time_same_size_copy(session: JudgeSession, dtype: torch.dtype, numel: int, c
         return ms
 
 
-def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any]], nbytes: int, *,
+def remote_bandwidth(fn: RemoteFunction, make_inputs: Callable[[], Sequence[Any]], nbytes: int, *,
                      fraction: float, points: float, what: str, ceiling: float,
                      reference: Callable[..., torch.Tensor],
                      tolerances: Callable[[torch.dtype], tuple[float, float]],
@@ -458,11 +477,7 @@ def remote_bandwidth(fn: StudentFunction, make_inputs: Callable[[], Sequence[Any
     (:func:`best_verified_fraction_of_copy`), not of ``ceiling``."""
     templates = list(make_inputs())
     on_gpu = fn.session.transport.device.startswith("cuda")   # the interpreter's host clock proves nothing
-    from triton_course.grading import bandwidth_verdict
-
     if same_size_copy:
-        from triton_course.grading import same_size_copy_verdict
-
         ours, copy = best_verified_fraction_of_copy(fn, templates, nbytes, reference, tolerances, what=what,
                                                     fraction=fraction, ceiling=ceiling if on_gpu else 0.0)
         return float(points), same_size_copy_verdict(ours, copy, fraction, what, on_gpu=on_gpu, ceiling=ceiling)
@@ -477,13 +492,12 @@ def timing_on_cpu() -> bool:
 
 
 @phase("timing")
-def baseline_ms(session: JudgeSession, baseline: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]]) -> float:
+def baseline_ms(session: JudgeCalls, baseline: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]]) -> float:
     """Milliseconds per call of ``baseline`` (trusted code: the library a kernel is held to), timed here in the
     judge's process on the GPU the student's kernel uses, with :func:`triton_course.bench.steady_ms`, while the
     submission's own sandboxes are frozen (their threads or queued work must not slow the yardstick). Under the
     interpreter (the course's own tests of the protocol) a host clock, whose numbers mean nothing."""
     from triton_course.device import current
-    from triton_course.grading import quiet_stderr
 
     with quiet_stderr(), session.gpu_lock.exclusive(quiet=session.own_sandboxes):
         if current().is_gpu:
@@ -500,7 +514,7 @@ def baseline_ms(session: JudgeSession, baseline: Callable[..., Any], make_inputs
         return max((time.perf_counter() - t0) * 1e3, 1e-6)
 
 
-def verified_against_baseline(fn: StudentFunction, baseline: Callable[..., Any],
+def verified_against_baseline(fn: RemoteFunction, baseline: Callable[..., Any],
                               make_inputs: Callable[[], Sequence[Any]], *, fraction: float, what: str,
                               reference: Callable[..., torch.Tensor],
                               tolerances: Callable[[torch.dtype], tuple[float, float]]) -> tuple[float, float]:
@@ -514,3 +528,52 @@ def verified_against_baseline(fn: StudentFunction, baseline: Callable[..., Any],
     ours = best_verified_ms(fn, templates, reference, tolerances, what=what,
                             good_enough=lambda ms: theirs >= fraction * ms)
     return ours, theirs
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the judge's proxy of a student's function carries to the speed checks
+# ---------------------------------------------------------------------------------------------------
+
+class ProxyTiming:
+    """The judge's timing of its proxy ``fn`` of a student's function (``fn.judge_timing``,
+    :class:`grader.judge.StudentFunction`): the :class:`triton_course.grading.Timing` that the speed checks of the
+    student's package time a judge's proxy through, plus :meth:`best_verified_ms` for chapter 07's check
+    (:func:`triton_course.matmul.tflops_points`)."""
+
+    #: every timed output is checked against the hidden test's reference (:func:`timed_round`)
+    checks_outputs = True
+
+    def __init__(self, fn: RemoteFunction):
+        self.fn = fn
+
+    @property
+    def protocol_only(self) -> bool:
+        """Timed under the interpreter all the same (:func:`timing_on_cpu`: the course's own tests)."""
+        return timing_on_cpu()
+
+    def quiet(self) -> contextlib.AbstractContextManager[None]:
+        """Nothing to quiet: a hidden test's output is captured in the judge already
+        (:func:`grader.judge.run_test_cell`), and the yardsticks quiet their own stderr."""
+        return contextlib.nullcontext()
+
+    def bandwidth(self, make_inputs: Callable[[], Sequence[Any]], nbytes: int, *, fraction: float, points: float,
+                  what: str, ceiling: float, reference: Callable[..., torch.Tensor],
+                  tolerances: Callable[[torch.dtype], tuple[float, float]],
+                  same_size_copy: bool = False) -> tuple[float, str]:
+        """:func:`remote_bandwidth`."""
+        return remote_bandwidth(self.fn, make_inputs, nbytes, fraction=fraction, points=points, what=what,
+                                ceiling=ceiling, reference=reference, tolerances=tolerances,
+                                same_size_copy=same_size_copy)
+
+    def against_baseline(self, baseline: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], *,
+                         fraction: float, what: str, reference: Callable[..., torch.Tensor],
+                         tolerances: Callable[[torch.dtype], tuple[float, float]]) -> tuple[float, float]:
+        """:func:`verified_against_baseline`."""
+        return verified_against_baseline(self.fn, baseline, make_inputs, fraction=fraction, what=what,
+                                         reference=reference, tolerances=tolerances)
+
+    def best_verified_ms(self, templates: Sequence[Any], reference: Callable[..., torch.Tensor],
+                         tolerances: Callable[[torch.dtype], tuple[float, float]], *, what: str,
+                         good_enough: Callable[[float], bool]) -> float:
+        """:func:`best_verified_ms`."""
+        return best_verified_ms(self.fn, templates, reference, tolerances, what=what, good_enough=good_enough)

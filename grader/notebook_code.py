@@ -1,6 +1,6 @@
 """Run a chapter's code outside Jupyter: the cells of its solution notebook, without the tests.
 
-Used by the GPU measurement scripts in ``results/``: they need the reference kernels exactly as the
+Used by the GPU measurement scripts (``tests/gpu/``, ``lab/``): they need the reference kernels exactly as the
 solution notebook defines them, not a copy that could drift.
 """
 

@@ -2,16 +2,16 @@
 
 The judge's work falls in three phases that a class's throughput report needs apart:
 
-* ``calls``: a graded function's call into the student's kernel (:meth:`grader.judge.JudgeSession.call`),
+* ``calls``: a graded function's call into the student's kernel (:meth:`grader.judge_calls.JudgeCalls.call`),
   waiting for it included (a call waits while another submission's kernel is timed);
-* ``reruns``: the call's Triton launches re-run alone in the second sandbox (:func:`grader.relauncher.relaunch`);
+* ``reruns``: the call's Triton launches re-run alone in the second sandbox (:func:`grader.judge_calls.relaunch`);
 * ``timing``: the timed rounds and the judge's yardsticks (:mod:`grader.judge_timing`), waiting for the GPU's
   lock and for the GPU to drain included.
 
 Each second is charged to the innermost phase open at the time (a call made inside a timed round counts as a
 call, not as timing), so the phases never count the same second twice and add up to at most the judge's time.
 :class:`grader.execute.CourseExecute` stores :attr:`PhaseClock.seconds` and :attr:`PhaseClock.counts` in the
-autograded notebook's metadata (``course_grader.phases``); ``results/gpu_class_throughput.py`` reads them.
+autograded notebook's metadata (``course_grader.phases``); ``tests/gpu/gpu_class_throughput.py`` reads them.
 """
 
 from __future__ import annotations

@@ -8,37 +8,28 @@ operators that only allocate, copy and fill, and launches whose numbers and stri
 arguments, constexprs or the globals a kernel reads. A :class:`Relauncher` runs :func:`triton_course.relaunch.serve_request`
 on the record and the judge's own copy of the inputs: :class:`ProcessRelauncher` in a process of its own
 (inside a second bubblewrap sandbox when grading), :class:`InProcessRelauncher` in this one (the course's
-own tests of hidden tests only). :func:`relaunch` returns the outputs and inputs as the re-run left them,
-and refuses a call whose output the re-run does not reproduce.
+own tests of hidden tests only). :func:`grader.judge_calls.relaunch` has a call's record re-run by one and
+refuses a call whose output the re-run does not reproduce; :func:`rerun_evidence` is what it reads off an
+accepted record.
 """
 
 from __future__ import annotations
 
 import ast
-import json
 import os
 import re
 import selectors
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import torch
+from typing import Any
 
 from grader.notebook_code import strip_magics
-from grader.phases import phase
-from triton_course.checks import CheckFailed
-from triton_course.harness import tensor_spec
 from triton_course.relaunch import (ALLOWED_OPS, MODULE_ROOTS, kernel_shape, kernel_source_problems, scratch_bytes,
-                                    storage_sizes)
-
-if TYPE_CHECKING:
-    from grader.judge import JudgeSession
+                                    serve_request, storage_sizes)
 
 #: How much information a call's record may carry outside its tensors, in bits: every size, stride, offset,
 #: block size, grid, eps and string of its launches, operators and the globals its kernels read, each counted
@@ -68,8 +59,6 @@ _STRUCTURE_KEYS = frozenset({"tensor", "dtype", "torch", "device", "tl_dtype", "
 #: record launches more than 256 kernels: a notebook of thousands of kernels, each storing one value, says a
 #: value by which one it launches).
 STEP_BITS = 8
-#: A record larger than this is refused unread.
-MAX_RECORD_BYTES = 32 << 20
 
 # ---------------------------------------------------------------------------------------------------
 # What the record may hold
@@ -168,6 +157,9 @@ def record_problems(record: Any, kernel_shapes: set[str] | None, output_bits: in
         elif "course" in desc:
             if str(desc["course"]).split(".")[0] != "triton_course":
                 problems.append(f"launched {desc.get('name')} from {desc['course']}, which is not the course's")
+            elif kernel_shapes is not None:   # grading: only the notebook's kernels are the student's work
+                problems.append(f"launched the course's own kernel {desc.get('name')} ({desc['course']}): only the "
+                                "kernels your notebook defines are graded")
         else:
             name, source = str(desc.get("name")), str(desc.get("source"))
             found = desc.get("globals") if isinstance(desc.get("globals"), dict) else {}
@@ -215,7 +207,7 @@ def record_problems(record: Any, kernel_shapes: set[str] | None, output_bits: in
 
 class Relauncher:
     """Runs :func:`triton_course.relaunch.serve_request` on a folder of ``exchange``; ``run`` returns when
-    the folder holds ``response.json``."""
+    the folder holds its answer (:data:`triton_course.exchange.RESPONSE`)."""
 
     exchange: Path
     uid: int | None = None
@@ -237,8 +229,6 @@ class InProcessRelauncher(Relauncher):
         self.exchange = exchange
 
     def run(self, folder: Path, timeout_s: float) -> None:
-        from triton_course.relaunch import serve_request
-
         serve_request(folder)
 
     def describe(self) -> str:
@@ -308,41 +298,8 @@ class ProcessRelauncher(Relauncher):
 
 
 # ---------------------------------------------------------------------------------------------------
-# One call
+# What an accepted record shows
 # ---------------------------------------------------------------------------------------------------
-
-def _read_record(folder: Path, label: str) -> dict[str, Any]:
-    path = folder / "record.json"
-    if not path.is_file() or path.stat().st_size > MAX_RECORD_BYTES:
-        raise CheckFailed(f"{label} left no record of its launches the grader can read (did it replace the "
-                          "grader's harness?)")
-    try:
-        return json.loads(path.read_text())
-    except ValueError:
-        raise CheckFailed(f"{label} left a record of its launches that does not parse") from None
-
-
-def _disagreement(returned: torch.Tensor, rerun: torch.Tensor) -> str | None:
-    """Where ``returned`` (what the student's process handed back) and ``rerun`` (the relaunch) differ by
-    more than the order of a floating-point sum can explain; None if they agree."""
-    if tuple(returned.shape) != tuple(rerun.shape) or returned.dtype != rerun.dtype:
-        return f"the re-run output is {tuple(rerun.shape)} {rerun.dtype}, the returned one {tuple(returned.shape)} " \
-               f"{returned.dtype}"
-    a, b = returned.reshape(-1), rerun.reshape(-1)
-    if a.dtype.is_floating_point:
-        a, b = a.double(), b.double()
-        finite = b[torch.isfinite(b)]
-        scale = float(finite.abs().max()) if finite.numel() else 1.0
-        same = (a == b) | (torch.isnan(a) & torch.isnan(b)) | ((a - b).abs() <= 1e-3 * scale + 1e-2 * b.abs())
-    else:
-        same = a == b
-    if bool(same.all()):
-        return None
-    bad = torch.nonzero(~same).flatten()
-    i = int(bad[0])
-    return (f"{bad.numel():,} of {a.numel():,} elements differ; the first at flat index {i}: "
-            f"returned {a[i].item():.6g}, re-run {b[i].item():.6g}")
-
 
 @dataclass(frozen=True)
 class RerunEvidence:
@@ -374,67 +331,3 @@ def rerun_evidence(record: dict[str, Any], sizes: dict[tuple[str, int], int]) ->
     for sid, nbytes in storage_sizes(record).items():
         sizes[(nonce, sid)] = nbytes
     return RerunEvidence(kernels, scratch_bytes(record, lambda sid: sizes.get((nonce, sid), 0)))
-
-
-@phase("reruns")
-def relaunch(session: JudgeSession, folder: Path, out_specs: list[dict[str, Any]], returned: list[torch.Tensor],
-             sent: list[torch.Tensor], label: str,
-             budget: int) -> tuple[list[torch.Tensor], list[Any], list[torch.Tensor], RerunEvidence]:
-    """(outputs, their guarded allocations, inputs after, evidence) of the call in ``folder`` as its launches
-    alone compute them, re-run by ``session.relauncher``; CheckFailed if the record is refused, the re-run
-    fails or its output differs from the one the student's process returned (``returned``)."""
-    record = _read_record(folder, label)
-    problems = record_problems(record, session.allowed_kernels, sum(t.numel() * t.element_size() * 8 for t in returned))
-    if not problems and (len(record["outputs"]) != len(returned) or len(record["inputs"]) != len(sent)):
-        problems = ["left a record of its launches that does not match its inputs and outputs"]
-    if problems:
-        raise CheckFailed(f"{label} " + "; ".join(problems[:3]) + ". The grader re-runs a call's Triton launches "
-                          "alone, from a record of them, and grades what they compute.")
-    relauncher = session.relauncher
-    session.relaunches += 1
-    rfolder = relauncher.exchange / f"relaunch-{session.relaunches}"
-    rfolder.mkdir(parents=True)
-    try:
-        if relauncher.uid is not None:
-            os.chown(rfolder, relauncher.uid, relauncher.uid)
-        inputs = [tensor_spec(t, rfolder, f"input{i}") for i, t in enumerate(sent)]
-        (rfolder / "request.json").write_text(json.dumps({"record": record, "inputs": inputs,
-                                                          "device": session.transport.device}))
-        with session.gpu_lock.shared():
-            relauncher.run(rfolder, session.call_timeout_s)
-        try:
-            resp = json.loads((rfolder / "response.json").read_text())
-            if not isinstance(resp, dict):
-                raise ValueError
-        except (OSError, ValueError):
-            raise CheckFailed(f"{label}: the grader re-ran its Triton launches alone and the re-run did not finish "
-                              f"within {session.call_timeout_s:.0f} s or crashed (an out-of-bounds store, or a loop "
-                              "that never ends on other data?)") from None
-        if resp.get("status") != "ok":
-            raise CheckFailed(f"{label}: the grader re-ran its Triton launches alone, from a record of them, and "
-                              f"{'refused' if resp.get('status') == 'refused' else 'that failed'}: "
-                              f"{str(resp.get('error'))[:1500]}")
-        outs = resp.get("outputs") if isinstance(resp.get("outputs"), list) else []
-        ins = resp.get("inputs") if isinstance(resp.get("inputs"), list) else []
-        if len(outs) != len(returned) or len(ins) != len(sent):
-            raise CheckFailed(f"{label}: the re-run of its launches gave no readable output")
-        outputs, allocations = [], []
-        for spec, student_spec, got in zip(outs, out_specs, returned):
-            spec["guard_pad"] = student_spec.get("guard_pad")
-            tensor, allocation = session._load_output(spec, rfolder, budget, label)
-            why = _disagreement(got, tensor)
-            if why is not None:
-                raise CheckFailed(
-                    f"{label} returned a result that its Triton launches do not compute: the grader re-ran them "
-                    f"alone, on the same inputs, in a clean process, and {why}. Only the work of your kernels "
-                    "counts: nothing computed in another thread, by a patched launcher or before the call carries "
-                    "over. (A kernel that reads memory it never wrote, or whose programs race, also gives a "
-                    "different answer when run again.)")
-            outputs.append(tensor)
-            allocations.append(allocation)
-        after = [session._load(spec, rfolder, budget, label) for spec in ins]
-        for sid, t in zip(record["inputs"], sent):   # an input kept for a later call counts there as scratch
-            session.storage_sizes[(str(record.get("nonce")), int(sid))] = t.untyped_storage().nbytes()
-        return outputs, allocations, after, rerun_evidence(record, session.storage_sizes)
-    finally:
-        shutil.rmtree(rfolder, ignore_errors=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.course import NOTEBOOKS, SOLUTIONS, assignments
+from grader.course import NOTEBOOKS, assignments, copy_source_notebook
 from grader.nbgrader_cli import prepare_course_dir, run_nbgrader
 
 
@@ -42,8 +42,7 @@ def generate(ids: list[str] | None = None, dest: Path = NOTEBOOKS) -> list[Path]
         root = Path(tmp)
         prepare_course_dir(root)
         for a in ids:
-            shutil.copytree(SOLUTIONS / a, root / "solutions" / a,
-                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+            copy_source_notebook(a, root)   # the notebook alone: the chapter's tests and answer files stay
             result = run_nbgrader(root, "generate_assignment", a, "--force", "--no-db")
             if result.returncode != 0:
                 raise ReleaseError(f"nbgrader generate_assignment {a} failed:\n{result.log}")

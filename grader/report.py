@@ -418,6 +418,16 @@ def failure_reasons(subs: list[GradedSubmission]) -> list[tuple[tuple[str, str],
 
 def render(subs: list[GradedSubmission], dirs: list[Path]) -> str:
     """The HTML page for these graded submissions."""
+    by_assignment: dict[str, list[GradedSubmission]] = defaultdict(list)
+    for s in subs:
+        by_assignment[s.assignment].append(s)
+    out = (_header(subs, dirs) + _tests_section(by_assignment) + _points_section(by_assignment)
+           + _speed_section(by_assignment) + _flagged_section(subs) + _totals_section(subs))
+    return "\n".join(out)
+
+
+def _header(subs: list[GradedSubmission], dirs: list[Path]) -> list[str]:
+    """The page's head, what it was made from, the machines and commits that graded, the navigation."""
     out: list[str] = []
     w = out.append
     w("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>")
@@ -438,10 +448,13 @@ def render(subs: list[GradedSubmission], dirs: list[Path]) -> str:
         w("</table>")
     w("<nav><a href='#tests'>Hidden tests</a> · <a href='#points'>Points</a> · <a href='#speed'>Speed</a> · "
       "<a href='#flagged'>Flagged for review</a> · <a href='#totals'>Totals</a></nav>")
-    by_assignment: dict[str, list[GradedSubmission]] = defaultdict(list)
-    for s in subs:
-        by_assignment[s.assignment].append(s)
+    return out
 
+
+def _tests_section(by_assignment: dict[str, list[GradedSubmission]]) -> list[str]:
+    """Per assignment: the pass rate of every hidden test, and why tests were not passed."""
+    out: list[str] = []
+    w = out.append
     w("<section id='tests'><h2>Hidden tests: pass rate</h2>")
     w("<p>Pass rate: submissions that earned every point of the test, of those graded on it (a performance "
       "check that could not be graded on this machine, or a missing notebook, is not counted).</p>")
@@ -469,7 +482,13 @@ def render(subs: list[GradedSubmission], dirs: list[Path]) -> str:
                   f"<td class='num'>{len(students)}</td><td>{_e(shown)}</td></tr>")
             w("</table>")
     w("</section>")
+    return out
 
+
+def _points_section(by_assignment: dict[str, list[GradedSubmission]]) -> list[str]:
+    """Per assignment: the distribution of points, and the points not graded on this machine."""
+    out: list[str] = []
+    w = out.append
     w("<section id='points'><h2>Distribution of points</h2>")
     for a, group in sorted(by_assignment.items()):
         ng = max(s.not_graded_points for s in group)
@@ -483,7 +502,13 @@ def render(subs: list[GradedSubmission], dirs: list[Path]) -> str:
               "need a GPU; they are 0 in these totals until the class is graded on one.")
         w("</p>")
     w("</section>")
+    return out
 
+
+def _speed_section(by_assignment: dict[str, list[GradedSubmission]]) -> list[str]:
+    """Per assignment: each performance check's figure against its target."""
+    out: list[str] = []
+    w = out.append
     w("<section id='speed'><h2>Speed against target</h2>")
     w("<p>Each performance check's figure as the grader measured it (best verified timed round; GB/s counts "
       "each input read once and each output written once; the matmul chapter is in TFLOP/s against PyTorch "
@@ -501,17 +526,7 @@ def render(subs: list[GradedSubmission], dirs: list[Path]) -> str:
             w("<p><strong>Measured under Triton's interpreter</strong> (the course's own tests time the protocol "
               "on the CPU): these figures say nothing about speed.</p>")
         if measured:
-            w(f"<img class='plot' alt='measured speed of {_e(a)} against its target' "
-              f"src='{performance_plot(measured, a)}'>")
-            w("<table><tr><th>student</th><th>check</th><th>measured</th><th>target</th><th>verdict</th>"
-              "<th>best time per call</th></tr>")
-            for student, e in sorted(measured, key=lambda x: (x[1]["grade_id"], -x[1]["achieved"])):
-                per_call = f"{e['best_ms_per_call']:.4g} ms" if e.get("best_ms_per_call") else ""
-                w(f"<tr><td>{_e(student)}</td><td><code>{_e(e['grade_id'])}</code></td>"
-                  f"<td class='num'>{e['achieved']:,.4g} {_e(e['unit'])}</td>"
-                  f"<td class='num'>{e['target']:,.4g} {_e(e['unit'])}</td>"
-                  f"<td>{'passed' if e.get('passed') else 'below target'}</td><td class='num'>{_e(per_call)}</td></tr>")
-            w("</table>")
+            out += _measured_table(measured, a)
         if not_graded:
             w(f"<p><strong>Not graded on this machine:</strong> {len(not_graded)} check(s) of "
               f"{len({s for s, _ in not_graded})} submission(s) need a CUDA GPU (the grading machine ran "
@@ -523,7 +538,30 @@ def render(subs: list[GradedSubmission], dirs: list[Path]) -> str:
     if not any_perf:
         w("<p>No performance checks in these assignments.</p>")
     w("</section>")
+    return out
 
+
+def _measured_table(measured: list[tuple[str, dict[str, Any]]], assignment: str) -> list[str]:
+    """The plot and the table of the measured performance checks of one assignment."""
+    out = [f"<img class='plot' alt='measured speed of {_e(assignment)} against its target' "
+           f"src='{performance_plot(measured, assignment)}'>",
+           "<table><tr><th>student</th><th>check</th><th>measured</th><th>target</th><th>verdict</th>"
+           "<th>best time per call</th></tr>"]
+    for student, e in sorted(measured, key=lambda x: (x[1]["grade_id"], -x[1]["achieved"])):
+        per_call = f"{e['best_ms_per_call']:.4g} ms" if e.get("best_ms_per_call") else ""
+        out.append(f"<tr><td>{_e(student)}</td><td><code>{_e(e['grade_id'])}</code></td>"
+                   f"<td class='num'>{e['achieved']:,.4g} {_e(e['unit'])}</td>"
+                   f"<td class='num'>{e['target']:,.4g} {_e(e['unit'])}</td>"
+                   f"<td>{'passed' if e.get('passed') else 'below target'}</td>"
+                   f"<td class='num'>{_e(per_call)}</td></tr>")
+    out.append("</table>")
+    return out
+
+
+def _flagged_section(subs: list[GradedSubmission]) -> list[str]:
+    """The submissions flagged for review (:func:`flags`), each with its evidence."""
+    out: list[str] = []
+    w = out.append
     w("<section id='flagged'><h2>Flagged for review</h2>")
     found = flags(subs)
     if not found:
@@ -539,16 +577,20 @@ def render(subs: list[GradedSubmission], dirs: list[Path]) -> str:
             w(f"<pre>{_e(ev)}</pre>")
         w("</div>")
     w("</section>")
+    return out
 
-    w("<section id='totals'><h2>Totals</h2><table><tr><th>student</th><th>assignment</th><th>points</th>"
-      "<th>of</th><th>not graded</th><th>tests</th></tr>")
+
+def _totals_section(subs: list[GradedSubmission]) -> list[str]:
+    """Every student's points per assignment, and the end of the page."""
+    out = ["<section id='totals'><h2>Totals</h2><table><tr><th>student</th><th>assignment</th><th>points</th>"
+           "<th>of</th><th>not graded</th><th>tests</th></tr>"]
     for row in totals([r for s in subs for r in s.records]):
         st = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(row["statuses"].items()))
-        w(f"<tr><td>{_e(row['student'])}</td><td>{_e(row['assignment'])}</td><td class='num'>{row['points']:g}</td>"
-          f"<td class='num'>{row['max_points']:g}</td><td class='num'>{row['not_graded_points']:g}</td>"
-          f"<td>{_e(st)}</td></tr>")
-    w("</table></section></body></html>\n")
-    return "\n".join(out)
+        out.append(f"<tr><td>{_e(row['student'])}</td><td>{_e(row['assignment'])}</td>"
+                   f"<td class='num'>{row['points']:g}</td><td class='num'>{row['max_points']:g}</td>"
+                   f"<td class='num'>{row['not_graded_points']:g}</td><td>{_e(st)}</td></tr>")
+    out.append("</table></section></body></html>\n")
+    return out
 
 
 def write_html(dirs: list[Path], path: Path) -> list[GradedSubmission]:

@@ -19,6 +19,11 @@ def configure(c) -> None:
     c.CourseDirectory.course_id = "triton-kernels-course"
     c.CourseDirectory.source_directory = "solutions"
     c.CourseDirectory.release_directory = "notebooks"
+    # A chapter's folder also holds its tests, answer files (a correct one among them), measuring script and
+    # records: only its notebook is an assignment file, released to students or copied for grading.
+    # (nbgrader's generate_assignment copies every file of the folder that ``ignore`` does not match.)
+    c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py", "*.json", "*.md",
+                                "submissions", "records"]
     c.ClearSolutions.code_stub = {"python": CODE_STUB}
     c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
     c.Execute.timeout = CELL_TIMEOUT_S

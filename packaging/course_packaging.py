@@ -158,7 +158,7 @@ def stage_instructor(root: Path, stage: Path) -> None:
     (stage / "README.md").write_text(
         f"# {name}\n\nThe autograder of the Triton kernels course ({course['repository']['url']}): "
         "`python -m grader --help`. Run it in your course directory, the private repository that holds "
-        "`solutions/` (and `tests/submissions/` for `python -m grader demo`).\n")
+        "`solutions/` (each chapter's folder, with its example submissions for `python -m grader demo`).\n")
     (stage / "pyproject.toml").write_text(f"""\
 [build-system]
 requires = ["setuptools>=77"]

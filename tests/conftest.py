@@ -52,6 +52,20 @@ def main_path(chapter: str) -> tuple[list[str], list[str]]:
     return markdown[:at], markdown[at:]
 
 
+def chapter_tests(chapter: str):
+    """A chapter's test module (``solutions/<chapter>/test_<chapter>.py``), for the helpers another test shares
+    with it. Imported under the name pytest gives it (its file name), so both see one module."""
+    import importlib.util
+
+    name = f"test_{chapter}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "solutions" / chapter / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
@@ -62,9 +76,9 @@ def chapter_params():
     return pytest.mark.parametrize("chapter", CHAPTERS)
 
 
-def run_with_answers(chapter: str, student: str, root: Path | None = None) -> dict[str, str]:
+def run_with_answers(chapter: str, student: str, kind: str = "examples") -> dict[str, str]:
     """Execute a chapter's student notebook in this process with ``student``'s answer cells (from
-    tests/submissions/; an answer file without sections is an untouched notebook), then run every hidden test through the grader's
+    ``solutions/<chapter>/submissions/<kind>/``, kind "examples" or "attacks"; an answer file without sections is an untouched notebook), then run every hidden test through the grader's
     judge (:mod:`grader.judge`: the tests see only the ``judge`` cells and proxies of the graded
     functions, exactly as when grading); return each test's outcome: "passed" or the error it raised.
 
@@ -75,14 +89,14 @@ def run_with_answers(chapter: str, student: str, root: Path | None = None) -> di
 
     import nbformat
 
-    from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook
+    from grader.course import answers_folder, solution_notebook
     from grader.examples import apply_answers, parse_answers
     from grader.execute import graded_functions, is_judge_cell, is_test, submitted_kernels
     from grader.judge import InProcessTransport, JudgeSession, run_test_cell
     from grader.notebook_code import exec_cell
     from grader.relauncher import notebook_kernel_shapes
 
-    answers = parse_answers(((root or EXAMPLE_SUBMISSIONS) / chapter / f"{student}.py").read_text())
+    answers = parse_answers((answers_folder(chapter, kind) / f"{student}.py").read_text())
     nb = apply_answers(chapter, answers)
     source = nbformat.read(solution_notebook(chapter), as_version=4)
     ns: dict[str, object] = {"__name__": "__main__"}

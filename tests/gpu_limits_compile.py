@@ -1,9 +1,10 @@
 """Compile notebook kernels for GPUs this machine does not have, and print what each launch needs.
 
 Run as ``python tests/gpu_limits_compile.py JOBS.json`` in a process without ``TRITON_INTERPRET`` (tests/test_gpu_limits.py
-does): each job names a solution notebook, the grade_id of the cell defining the kernel, the kernel, a compute
-capability, argument types and constexpr values, warps and stages. Prints one JSON list: per job, the compiler's
-shared memory (bytes) and registers per thread (read by cuobjdump from the cubin), or the error.
+does): each job names a solution notebook and the grade_id of the cell defining the kernel (or a module of the
+course's helpers), the kernel, a compute capability, argument types and constexpr values, warps and stages. Prints
+one JSON list: per job, the compiler's shared memory (bytes) and registers per thread (read by cuobjdump from the
+cubin), or the error.
 """
 
 from __future__ import annotations
@@ -20,8 +21,20 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def load_kernel(notebook: str, grade_id: str, kernel: str, cache: dict):
-    """The @triton.jit function ``kernel`` from the notebook cell ``grade_id``, compiled (not interpreted)."""
+def load_kernel(notebook: str, grade_id: str, kernel: str, cache: dict, module: str = ""):
+    """The @triton.jit function ``kernel`` from the notebook cell ``grade_id``, or from the course helpers' module
+    ``module`` where one is named (chapter 09's fast path), compiled (not interpreted)."""
+    if module:
+        if module not in cache:
+            import importlib
+
+            import triton  # noqa: F401  (first: Triton's own jit functions stay compiled ones)
+
+            import triton_course  # noqa: F401  (sets TRITON_INTERPRET on a machine without a GPU: undone below)
+
+            os.environ.pop("TRITON_INTERPRET", None)
+            cache[module] = vars(importlib.import_module(module))
+        return cache[module][kernel]
     key = (notebook, grade_id)
     if key not in cache:
         import nbformat
@@ -63,7 +76,7 @@ def compile_job(job: dict, cache: dict) -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    fn = load_kernel(job["notebook"], job["grade_id"], job["kernel"], cache)
+    fn = load_kernel(job["notebook"], job["grade_id"], job["kernel"], cache, job.get("module", ""))
     names = fn.arg_names
     signature = {a: job["types"].get(a, "constexpr") for a in names}
     constexprs = {(i,): job["constexprs"][a] for i, a in enumerate(names) if a in job["constexprs"]}

@@ -1,14 +1,11 @@
-"""The corpus of loads whose mask does not mask (tests/safety/03_vector_add and tests/safety/04_gelu): one answer
+"""The corpus of loads whose mask does not mask (solutions/03_vector_add/submissions/attacks and solutions/04_gelu/submissions/attacks): one answer
 file per class, each graded 0 on the chapter's mask test and nothing else, and what the notebook's own
-self-check says of each (tests/test_03_vector_add.py, tests/test_04_gelu.py)."""
+self-check says of each (solutions/03_vector_add/test_03_vector_add.py, solutions/04_gelu/test_04_gelu.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
-from pathlib import Path
-
-from tests.safety.transforms import SAFETY_ANSWERS
 
 #: student -> what the message says of the load: the five classes, in both chapters.
 DODGES = {"nia_mask_none": "mask=None is no mask", "otto_positional_none": "mask=None is no mask",
@@ -16,14 +13,15 @@ DODGES = {"nia_mask_none": "mask=None is no mask", "otto_positional_none": "mask
           "hugo_unmasked_second_kernel": "has no mask"}
 
 
-def self_check(chapter: str, student: str, root: Path = SAFETY_ANSWERS) -> str:
+def self_check(chapter: str, student: str, kind: str = "attacks") -> str:
     """Run the student notebook with ``student``'s answers up to its self-check cell, in this process: "passed",
     or the self-check's CheckFailed message."""
+    from grader.course import answers_folder
     from grader.examples import apply_answers, parse_answers
     from grader.notebook_code import exec_cell
     from triton_course.checks import CheckFailed
 
-    nb = apply_answers(chapter, parse_answers((root / chapter / f"{student}.py").read_text()))
+    nb = apply_answers(chapter, parse_answers((answers_folder(chapter, kind) / f"{student}.py").read_text()))
     ns: dict[str, object] = {"__name__": "__main__"}
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":

@@ -113,12 +113,11 @@ def test_command_line_contract(tmp_path):
 
 
 def test_a_thread_left_launching_kernels_costs_nothing_to_others(tmp_path):
-    """tests/safety/03_vector_add/yan_background_gpu_thread: its cell returns with a thread still launching its
+    """solutions/03_vector_add/submissions/attacks/yan_background_gpu_thread: its cell returns with a thread still launching its
     kernel. It earns its correctness points, and the honest student graded beside it keeps every point. (On a GPU shared by several submissions the same case checks that
-    its queued work never overlaps another's timed loop: results/gpu_class_throughput.py.)"""
-    from tests.safety.transforms import SAFETY_ANSWERS
+    its queued work never overlaps another's timed loop: tests/gpu/gpu_class_throughput.py.)"""
 
-    build_submissions("03_vector_add", tmp_path / "built", root=SAFETY_ANSWERS)
+    build_submissions("03_vector_add", tmp_path / "built", kind="attacks")
     build_submissions("03_vector_add", tmp_path / "built")
     submitted = tmp_path / "submitted"
     for student in ("yan_background_gpu_thread", "ada_correct"):

@@ -1,4 +1,4 @@
-"""A class's throughput counts every submission: results/gpu_class_throughput.py builds a real class (honest
+"""A class's throughput counts every submission: tests/gpu/gpu_class_throughput.py builds a real class (honest
 copies and the corpus: a hang, a crash, cheats, mistakes), its one headline rate is over all of them, only that
 rate meets the target, and it says where the time went (grader.phases, the grader's per-cell clock).
 
@@ -23,10 +23,10 @@ from grader.phases import PhaseClock, phase
 from tests.conftest import ROOT
 from tests.test_judge import add   # the judge tests' plain masked add (a kernel and its launcher)
 
-sys.path.insert(0, str(ROOT / "results"))
+sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 import gpu_class_throughput as throughput  # noqa: E402
 
-SCRIPT = ROOT / "results" / "gpu_class_throughput.py"
+SCRIPT = ROOT / "tests" / "gpu" / "gpu_class_throughput.py"
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +47,11 @@ def test_the_dry_run_builds_the_issues_class_and_grades_its_hang_and_crash(dry_r
     kinds = {c["kind"]: key for key, c in r["corpus_outcomes"].items()}
     assert set(kinds) == {"hang", "crash"} and all(c["as_labelled"] for c in r["corpus_outcomes"].values())
     hang, crash = r["corpus_outcomes"][kinds["hang"]], r["corpus_outcomes"][kinds["crash"]]
-    assert hang["source"] == "tests/safety/03_vector_add/ivy_infinite_loop.py" and "timeout" in hang["statuses"]
-    assert crash["source"] == "tests/safety/03_vector_add/lea_crash_in_test.py" and "error" in crash["statuses"]
+    assert hang["source"] == "solutions/03_vector_add/submissions/attacks/ivy_infinite_loop.py" and "timeout" in hang["statuses"]
+    assert crash["source"] == "solutions/03_vector_add/submissions/attacks/lea_crash_in_test.py" and "error" in crash["statuses"]
     assert r["every_honest_copy_full_marks"] and r["graded"] == r["class_size"] == 4
     assert r["device"].startswith("none (dry run") and r["cell_timeout_s"] == throughput.DRY_RUN_CELL_TIMEOUT_S
-    assert not (ROOT / "results" / "gpu_class_throughput_03_dry_run.json").exists(), "a dry run is no GPU result"
+    assert not (ROOT / "tests" / "gpu" / "records" / "gpu_class_throughput_03_dry_run.json").exists(), "a dry run is no GPU result"
 
 
 def test_the_dry_runs_headline_rate_counts_every_submission(dry_run):
@@ -93,7 +93,7 @@ def test_the_dry_run_says_where_each_submissions_time_went(dry_run):
 
 def _plan(honest: int, corpus: list[str]) -> throughput.ClassPlan:
     keys = [f"03_vector_add/ada_correct_{i:02d}" for i in range(honest)]
-    cases = {f"03_vector_add/c{i}_{kind}": throughput.Case("03_vector_add", f"c{i}_{kind}", kind, "safety")
+    cases = {f"03_vector_add/c{i}_{kind}": throughput.Case("03_vector_add", f"c{i}_{kind}", kind, "attacks")
              for i, kind in enumerate(corpus)}
     subs = [SimpleNamespace(assignment="03_vector_add", student=k.split("/")[1]) for k in keys + list(cases)]
     return throughput.ClassPlan(subs, keys, cases, ["03_vector_add"])

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from grader.collect import collect, identify, identity_of, same_name_groups, student_of
-from grader.course import EXAMPLE_SUBMISSIONS
+from grader.course import example_submissions
 from grader.examples import apply_answers, parse_answers
 from tests.safety.transforms import TRANSFORMS
 
@@ -24,7 +24,7 @@ A = "03_vector_add"
 
 
 def _ada():
-    return apply_answers(A, parse_answers((EXAMPLE_SUBMISSIONS / A / "ada_correct.py").read_text()))
+    return apply_answers(A, parse_answers((example_submissions(A) / "ada_correct.py").read_text()))
 
 
 @pytest.mark.parametrize("entry, folder, lms, lms_id, kind, late", [

@@ -117,7 +117,7 @@ def test_quiet_stderr_moves_writes_to_stdout(capfd):
 
 def test_bandwidth_points_are_only_for_a_correct_kernel(monkeypatch):
     """The gating logic, with the device reported as a GPU (the timing itself is proven on the H200:
-    results/gpu_autograde_03_vector_add.json)."""
+    tests/gpu/records/gpu_autograde_03_vector_add.json)."""
     import dataclasses
 
     import triton_course.grading as grading

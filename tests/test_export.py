@@ -25,7 +25,7 @@ import pytest
 from grader.__main__ import main
 from grader.autograde import find_submissions, grade_all, graded_cells
 from grader.collect import collect, read_report
-from grader.course import EXAMPLE_SUBMISSIONS
+from grader.course import example_submissions
 from grader.examples import apply_answers, parse_answers
 from grader.export import (CANVAS_HEADER, CSV_HEADER, MOODLE_HEADER, ExportError, export, moodle_time,
                            read_moodle_roster)
@@ -71,7 +71,7 @@ Identifier,"Full name","Email address",Status,Grade,"Maximum Grade","Grade can b
 def _notebook(student: str | None) -> bytes:
     if student is None:
         return nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hi')")])).encode()
-    answers = parse_answers((EXAMPLE_SUBMISSIONS / A / f"{student}.py").read_text())
+    answers = parse_answers((example_submissions(A) / f"{student}.py").read_text())
     return nbformat.writes(apply_answers(A, answers)).encode()
 
 

@@ -59,12 +59,14 @@ class Launch:
     num_stages: int
     skipped: str | None = None   # the chapter's reason for not running it on this GPU
     chapter: str = field(default="", compare=False)
+    module: str = ""             # a kernel of the course's helpers (this module), not of the notebook's cell grade_id
 
     def job(self, cc: tuple[int, int]) -> dict:
         """The compile job of tests/gpu_limits_compile.py for a GPU of compute capability ``cc``."""
-        return {"notebook": str(solution_notebook(self.chapter)), "grade_id": self.grade_id, "kernel": self.kernel,
-                "cc": cc[0] * 10 + cc[1], "types": dict(self.types), "constexprs": dict(self.constexprs),
-                "aligned": list(self.aligned), "num_warps": self.num_warps, "num_stages": self.num_stages}
+        return {"notebook": str(solution_notebook(self.chapter)), "grade_id": self.grade_id, "module": self.module,
+                "kernel": self.kernel, "cc": cc[0] * 10 + cc[1], "types": dict(self.types),
+                "constexprs": dict(self.constexprs), "aligned": list(self.aligned), "num_warps": self.num_warps,
+                "num_stages": self.num_stages}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -76,8 +78,22 @@ TRITON_TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "f
 
 def attention_launch(config, dtype: torch.dtype, head_dim: int, causal: bool, label: str,
                      skipped: str | None = None) -> Launch:
-    """The Triton attention kernel (the exercise's model answer) as ``attention`` launches it with ``config``:
-    contiguous q, k, v, o (unit last stride), host descriptors where it reads through TMA."""
+    """The exercise's attention kernel (the model answer: pointer loads) as ``attention`` launches it with
+    ``config``: contiguous q, k, v, o (unit last stride)."""
+    dt = TRITON_TYPES[dtype]
+    types = {a: "*" + dt for a in "QKVO"}
+    types.update({f"stride_{t}{x}": "i32" for t in "qkvo" for x in "zhn"}, H="i32", N="i32", qk_scale="fp32")
+    constexprs = {f"stride_{t}d": 1 for t in "qkvo"}
+    constexprs.update(CAUSAL=causal, HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n)
+    aligned = tuple(a for a in types if a in "QKVO" or a.startswith("stride") or a == "N")
+    return Launch(f"{label}: {dt}, D={head_dim}, {'causal' if causal else 'non-causal'}, {config.describe()}",
+                  "attention", "attention_kernel", tuple(sorted(types.items())), tuple(sorted(constexprs.items())),
+                  aligned, config.num_warps, config.num_stages, skipped, chapter="09_attention")
+
+
+def fast_attention_launch(config, dtype: torch.dtype, head_dim: int, causal: bool, label: str) -> Launch:
+    """The fast path's Triton kernel (triton_course.attention_fast, beyond the exercise) as ``fast_attention``
+    launches it with ``config``: contiguous q, k, v, o, host descriptors where it reads through TMA."""
     dt = TRITON_TYPES[dtype]
     types = {a: "*" + dt for a in "QKVO"}
     types.update({f"stride_{t}{x}": "i32" for t in "qkvo" for x in "zhn"}, H="i32", N="i32", qk_scale="fp32")
@@ -91,8 +107,9 @@ def attention_launch(config, dtype: torch.dtype, head_dim: int, causal: bool, la
             constexprs[f"{t}_desc"] = None
     aligned = tuple(a for a in types if a in "QKVO" or a.startswith("stride") or a == "N")
     return Launch(f"{label}: {dt}, D={head_dim}, {'causal' if causal else 'non-causal'}, {config.describe()}",
-                  "attention", "attention_kernel", tuple(sorted(types.items())), tuple(sorted(constexprs.items())),
-                  aligned, config.num_warps, config.num_stages, skipped, chapter="09_attention")
+                  "", "attention_kernel", tuple(sorted(types.items())), tuple(sorted(constexprs.items())),
+                  aligned, config.num_warps, config.num_stages, None, chapter="09_attention",
+                  module="triton_course.attention_fast")
 
 
 @contextlib.contextmanager
@@ -106,40 +123,53 @@ def running_on(gpu: Gpu) -> Iterator[None]:
         course_device._CURRENT = saved
 
 
-def attention_launches(gpu: Gpu) -> list[Launch]:
-    """What chapter 09 launches on ``gpu``: the launch rule's pick for every head dimension attention accepts (those
-    under 16 are padded to 16), float16 and float32 and, where the GPU has it, bfloat16, causal and not, at sequence
-    lengths on both sides of the Hopper table's ``up_to_n``; and every block shape of the block-size experiment.
-    A launch is compiled at the largest head dimension that takes it (its tiles are the largest there) and, where the
-    rule picks the same launch with and without the mask, causal only (that kernel holds both stages of the other)."""
-    from tests.test_09_attention import hopper_configs
-
-    table = hopper_configs()   # the solution's Hopper table, read from its attention cell
-    picked: dict[tuple, int] = {}   # (dtype, launch, causal): the largest head dimension taking it
+def _picked(gpu: Gpu, rule: Callable) -> dict[tuple, int]:
+    """(dtype, launch, causal) -> the largest head dimension at which ``rule(q, causal)`` picks that launch on
+    ``gpu``, for every head dimension attention accepts (those under 16 are padded to 16), float16 and float32 and,
+    where the GPU has it, bfloat16, causal and not, at sequence lengths on both sides of the fast table's
+    ``up_to_n``. Where the rule picks the same launch with and without the mask, causal only (that kernel holds
+    both stages of the other)."""
+    picked: dict[tuple, int] = {}
     with running_on(gpu), _no_tma_scratch():
         for dtype in (torch.float16, torch.float32) + ((torch.bfloat16,) if gpu.bf16 else ()):
             for d in (16, 32, 64, 128):
                 for n in (1024, 4096):
                     q = torch.empty(1, 1, n, d, dtype=dtype)
-                    configs = {c: course_attention.launch_config(q, q, q, c, table) for c in (False, True)}
+                    configs = {c: rule(q, c) for c in (False, True)}
                     for causal, config in configs.items():
                         if configs[False] == configs[True] and not causal:
                             continue
                         picked[(dtype, config, causal)] = max(d, picked.get((dtype, config, causal), 0))
+    return picked
+
+
+def attention_launches(gpu: Gpu) -> list[Launch]:
+    """What chapter 09 launches on ``gpu``: the launch rule's pick (``launch_config``) for the exercise's kernel, a
+    launch compiled at the largest head dimension that takes it (its tiles are the largest there); every block shape
+    of the block-size experiment; and the fast path's Triton kernel at every launch its rule takes
+    (``fast_launch_config`` with its Hopper table)."""
+    from triton_course.attention_fast import HOPPER_CONFIGS
+
     launches = [attention_launch(config, dtype, d, causal, f"{gpu.name} launch rule")
-                for (dtype, config, causal), d in picked.items()]
+                for (dtype, config, causal), d in _picked(gpu, course_attention.launch_config).items()]
     interpreted, limit = False, course_attention.shared_memory_limit(gpu.cc)
     for block_m, block_n in EXPERIMENT_BLOCKS:
         config = course_attention.experiment_launch(block_m, block_n, interpreted)
         reason = course_attention.experiment_skip_reason(config, EXPERIMENT_D, 2, limit)
         launches.append(attention_launch(config, torch.float16, EXPERIMENT_D, True, f"{gpu.name} block experiment",
                                          reason))
+
+    def fast_rule(q, causal):
+        return course_attention.fast_launch_config(q, q, q, causal, HOPPER_CONFIGS)
+
+    launches += [fast_attention_launch(config, dtype, d, causal, f"{gpu.name} fast path")
+                 for (dtype, config, causal), d in _picked(gpu, fast_rule).items()]
     return launches
 
 
 @contextlib.contextmanager
 def _no_tma_scratch() -> Iterator[None]:
-    """launch_config sets Triton's allocator for TMA scratch on a GPU: nothing to set here."""
+    """fast_launch_config sets Triton's allocator for TMA scratch on a GPU: nothing to set here."""
     saved = course_attention._use_tma_scratch
     course_attention._use_tma_scratch = lambda: None
     try:

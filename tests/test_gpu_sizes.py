@@ -5,7 +5,7 @@ recorded instead of run) each cell checks sizes beyond the largest block any lau
 several block counts with ragged last blocks, the sizes the timed test uses, float16 and 2-D, and reads the masks
 of every kernel the calls launched, with inputs of at most a GiB in all (tests/gpu_sizes.py). On the CPU it
 prints NOT GRADED and scores 0 (never a pass), and real autograde reports it as not_graded
-(tests/test_04_gelu.py).
+(solutions/04_gelu/test_04_gelu.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 nbgrader, every submission in its bubblewrap sandbox, the hidden tests in the judge).
 
 One class is graded once (module fixture, 2 workers): the example answer files of
-``tests/submissions/03_vector_add``, the slow ones of ``tests/safety/03_vector_add`` (an infinite loop,
+``solutions/03_vector_add/submissions/examples``, the slow ones of ``solutions/03_vector_add/submissions/attacks`` (an infinite loop,
 a process that kills itself) and notebook transformations from ``tests/safety/transforms.py`` (stripped
 metadata, deleted and edited test cells). Every test below reads that one result.
 """
@@ -17,11 +17,11 @@ import nbformat
 import pytest
 
 from grader.autograde import find_submissions, grade_all, graded_cells
-from grader.course import EXAMPLE_SUBMISSIONS, solution_notebook
+from grader.course import example_submissions, solution_notebook
 from grader.examples import apply_answers, build_submissions, parse_answers
 from grader.feedback import leaks
 from tests.safety.links import HONEST_AFTER, LINKED, plant_linked_submissions, target_texts
-from tests.safety.transforms import SAFETY_ANSWERS, TRANSFORMS
+from tests.safety.transforms import TRANSFORMS
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grader_safety")]  # one fixture, one worker
 
@@ -47,8 +47,8 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("class")
     submitted = root / "submitted"
     students = build_submissions(A, submitted)
-    students += build_submissions(A, submitted, root=SAFETY_ANSWERS)
-    ada = apply_answers(A, parse_answers((EXAMPLE_SUBMISSIONS / A / "ada_correct.py").read_text()))
+    students += build_submissions(A, submitted, kind="attacks")
+    ada = apply_answers(A, parse_answers((example_submissions(A) / "ada_correct.py").read_text()))
     for name, transform in TRANSFORMS.items():
         dest = submitted / name / A / f"{A}.ipynb"
         dest.parent.mkdir(parents=True)
@@ -226,7 +226,7 @@ def test_resume_skips_graded_submissions(graded, monkeypatch):
 
 def test_nothing_outside_a_sandbox_was_written(graded):
     """vic_harm_others tried HOME startup files, the course checkout and the class folder: none exist."""
-    from grader.course import REPO_ROOT
+    from grader.course import REPO_ROOT, example_submissions
 
     assert not (graded["root"] / "planted.py").exists()
     assert not (Path.home() / ".ipython/profile_default/startup/00-own.py").exists()
@@ -274,7 +274,7 @@ def test_a_planted_resume_record_is_not_trusted(graded, monkeypatch):
     path.write_text(json.dumps(forged))
     regraded = []
     monkeypatch.setattr(ag, "run_job", lambda job: regraded.append(job.student) or ag.JobResult(
-        ag._all(job, "error", "regraded").records, []))
+        ag.all_cells(job, "error", "regraded").records, []))
     try:
         again = grade_all([sub], graded["out"], workers=1, feedback=False)
     finally:
@@ -289,10 +289,13 @@ def test_the_next_class_in_this_process_gets_a_clean_template(graded, tmp_path, 
     process takes that template without generating it again, and its honest student keeps every point, its
     gradebook as the template made it."""
     import grader.autograde as ag
+    import grader.jobs as jobs
 
     generated = []
     real = ag.run_nbgrader
-    monkeypatch.setattr(ag, "run_nbgrader", lambda root, *args, **kw: generated.append(args) or real(root, *args, **kw))
+    record = lambda root, *args, **kw: generated.append(args) or real(root, *args, **kw)  # noqa: E731
+    monkeypatch.setattr(ag, "run_nbgrader", record)     # the template (generate_assignment)
+    monkeypatch.setattr(jobs, "run_nbgrader", record)   # the job (autograde)
     sub = next(s for s in graded["subs"] if s.student == "ada_correct")
     records = grade_all([sub], tmp_path / "out", workers=1, feedback=False)
     assert [args[0] for args in generated] == ["autograde"], generated   # no generate_assignment: the cache

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from grader.repair import repair_notebook
-from grader.course import EXAMPLE_SUBMISSIONS, student_notebook
+from grader.course import example_submissions, student_notebook
 from grader.examples import apply_answers, parse_answers
 from grader.feedback import PLACEHOLDER, hide_hidden_regions
 from tests.safety.transforms import TRANSFORMS
@@ -109,7 +109,7 @@ def test_check_requires_a_kernel_only_when_asked(monkeypatch):
 
 
 def _ada():
-    return apply_answers(A, parse_answers((EXAMPLE_SUBMISSIONS / A / "ada_correct.py").read_text()))
+    return apply_answers(A, parse_answers((example_submissions(A) / "ada_correct.py").read_text()))
 
 
 def test_repair_reattaches_stripped_metadata_and_reports_test_changes():
@@ -190,9 +190,10 @@ def test_a_kernel_that_fails_to_start_is_retried_not_blamed_on_the_student(tmp_p
     fault: the submission is graded again instead of scoring 0. The failure is simulated for the first
     attempt only; the second attempt is real nbgrader autograde."""
     import grader.autograde as ag
+    import grader.jobs as jobs
     from grader.nbgrader_cli import CommandResult
 
-    real = ag.run_nbgrader
+    real = jobs.run_nbgrader
     calls = []
 
     def flaky(root, *args, **kw):
@@ -201,10 +202,10 @@ def test_a_kernel_that_fails_to_start_is_retried_not_blamed_on_the_student(tmp_p
             return CommandResult(1, "RuntimeError: Kernel died before replying to kernel_info")
         return real(root, *args, **kw)
 
-    monkeypatch.setattr(ag, "run_nbgrader", flaky)
+    monkeypatch.setattr(jobs, "run_nbgrader", flaky)   # what grader.jobs.run_job runs
     dest = tmp_path / "submitted" / "ada" / A / f"{A}.ipynb"
     dest.parent.mkdir(parents=True)
-    nbformat.write(apply_answers(A, parse_answers((EXAMPLE_SUBMISSIONS / A / "ada_correct.py").read_text())), dest)
+    nbformat.write(apply_answers(A, parse_answers((example_submissions(A) / "ada_correct.py").read_text())), dest)
     records = ag.grade_all(ag.find_submissions(tmp_path / "submitted", A), tmp_path / "out", workers=1)
     assert calls.count("autograde") == 2
     assert sum(r.points for r in records) == 5 and all(r.status in ("passed", "not_graded") for r in records)
@@ -241,14 +242,14 @@ def test_a_process_that_found_no_gpu_does_not_look_again(monkeypatch):
     the child (seconds of CPU each), but a run with another TRITON_INTERPRET or CUDA_VISIBLE_DEVICES asks again."""
     import subprocess
 
-    import grader.autograde as ag
+    import grader.jobs as jobs
 
     monkeypatch.delenv("COURSE_COPY_GBPS", raising=False)
-    monkeypatch.setattr(ag, "_NO_GPU_IN", set())
+    monkeypatch.setattr(jobs, "_NO_GPU_IN", set())
     children = []
     real = subprocess.run
-    monkeypatch.setattr(ag.subprocess, "run", lambda *a, **kw: children.append(a) or real(*a, **kw))
-    assert ag.calibrate_gpus() == [] and len(children) == 1
-    assert ag.calibrate_gpus() == [] and len(children) == 1
+    monkeypatch.setattr(jobs.subprocess, "run", lambda *a, **kw: children.append(a) or real(*a, **kw))
+    assert jobs.calibrate_gpus() == [] and len(children) == 1
+    assert jobs.calibrate_gpus() == [] and len(children) == 1
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert ag.calibrate_gpus() == [] and len(children) == 2
+    assert jobs.calibrate_gpus() == [] and len(children) == 2

@@ -601,7 +601,7 @@ def test_the_judge_times_its_copy_with_the_submissions_own_sandbox_frozen(tmp_pa
 def test_a_tflops_check_times_its_baseline_only_beside_an_idle_gpu(tmp_path, timing_on_cpu, monkeypatch, reading):
     """Chapter 07's check through the judge (``tflops_points`` with a proxy), the submission's own sandbox in
     ``session.own_sandboxes``, NVML's counter stood in (no GPU here). A GPU that never reads idle after the
-    freeze (tests/safety/07_matmul_relu/cy_slows_the_baseline queues spinning kernels to slow the baseline)
+    freeze (solutions/07_matmul_relu/submissions/attacks/cy_slows_the_baseline queues spinning kernels to slow the baseline)
     gets no speed verdict and no points; an idle one is timed and earns them. The sandbox is thawed after."""
     import grader.gpu_lock as gl
     from tests.test_sandbox import CountingSandbox

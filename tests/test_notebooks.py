@@ -64,7 +64,7 @@ def test_every_chapter_has_the_course_shape(chapter):
 def test_every_main_path_is_at_most_1800_words_in_order_before_its_appendix(chapter):
     """The markdown before "## Appendix" (the main path) is at most 1,800 words and keeps the chapter's order:
     goals, background, TODO, self-check, experiment, (benchmark,) takeaways. GPU detail lives in the appendix,
-    which names the results files it quotes."""
+    which names the records it quotes."""
     cells, appendix = main_path(chapter)
     assert appendix, f"{chapter} has no '## Appendix' cell"
     main = "\n".join(cells)
@@ -73,7 +73,7 @@ def test_every_main_path_is_at_most_1800_words_in_order_before_its_appendix(chap
     order += ["## Benchmark"] if chapter >= "03" else []
     positions = [main.find(heading) for heading in order + ["## What to take away"]]
     assert -1 not in positions and positions == sorted(positions), dict(zip(order + ["takeaways"], positions))
-    assert "results/" in "\n".join(appendix), f"{chapter}'s appendix names no results file"
+    assert "/records/" in "\n".join(appendix), f"{chapter}'s appendix names no record"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -159,3 +159,26 @@ def test_config_names_a_broken_course_toml_without_a_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "grader", "config", "--check", "--root", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "[repository] url" in proc.stdout and "Traceback" not in proc.stderr
+
+
+#: A model answer is code a student can read as the answer to the exercise (CONTRIBUTING.md).
+MAX_SOLUTION_LINES = 150
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_solution_is_a_model_answer(chapter):
+    """At most MAX_SOLUTION_LINES lines inside the chapter's ### BEGIN/END SOLUTION regions, and nothing in the
+    notebook asks whether the grader is recording the call (the course's fastest kernels live in
+    triton_course.matmul_fast and attention_fast, outside the exercise)."""
+    nb = nbformat.read(ROOT / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
+    lines, inside = 0, False
+    for cell in nb.cells:
+        for line in cell.source.splitlines():
+            if "### BEGIN SOLUTION" in line:
+                inside = True
+            elif "### END SOLUTION" in line:
+                inside = False
+            elif inside:
+                lines += 1
+    assert lines <= MAX_SOLUTION_LINES, f"{chapter}: {lines} lines of solution"
+    assert "recording_launches" not in "\n".join(c.source for c in nb.cells if c.cell_type == "code")

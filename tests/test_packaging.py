@@ -3,7 +3,6 @@ wheels build, install and work as a new student or instructor meets them (nothin
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import os
@@ -21,7 +20,8 @@ import nbformat
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from grader.course import example_submissions
+from tests.conftest import CHAPTERS, ROOT
 from triton_course.links import read_config
 from triton_course.versions import TESTED_RANGES, check_versions, repair_interpreter_scalars, version_tuple
 
@@ -258,8 +258,7 @@ def test_range_check_the_interpreter_skips_overflow_checks_it_would_discard(monk
 @pytest.mark.skipif(os.environ.get("COURSE_RANGE_CHECK") != "1",
                     reason="run by `make test-range` (packaging/check_range.py); with the newest Triton the chapters' "
                            "own tests grade the reference answers")
-@pytest.mark.parametrize("chapter", [p.name for p in sorted((ROOT / "tests" / "submissions").iterdir())
-                                     if (p / "ada_correct.py").exists()])
+@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if (example_submissions(c) / "ada_correct.py").exists()])
 def test_range_check_the_reference_passes_every_hidden_test(chapter):
     """Every chapter's reference answer against its hidden tests, through the judge, with the Triton and
     NumPy of this environment."""
@@ -360,7 +359,7 @@ def _notebook_to_first_self_check(python: Path, folder: Path, chapter: str = "03
                    env=_offline_env(folder), cwd=folder).stdout.strip()
     nb = nbformat.read(Path(shipped) / "notebooks" / chapter / f"{chapter}.ipynb", as_version=4)
     answered = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in apply_answers(
-        chapter, parse_answers((ROOT / "tests" / "submissions" / chapter / "ada_correct.py").read_text())).cells}
+        chapter, parse_answers((example_submissions(chapter) / "ada_correct.py").read_text())).cells}
     cells = []
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -395,8 +394,13 @@ def test_the_student_wheel_holds_helpers_and_student_notebooks_only(wheels):
     package = CONFIG.import_name
     assert f"{package}/__init__.py" in names and f"{package}/course.toml" in names
     notebooks = [n for n in names if n.endswith(".ipynb")]
-    assert len(notebooks) == len(list((ROOT / "notebooks").glob("*/*.ipynb"))) >= 9
-    assert not [n for n in names if n.startswith(("grader/", "solutions/", "tests/"))]
+    assert len(notebooks) == len(list((ROOT / "notebooks").glob("*/*.ipynb"))) == len(CHAPTERS)
+    assert not [n for n in names if n.startswith(("grader/", "solutions/", "tests/", "lab/"))]
+    # nothing else of a chapter's folder: its tests, answer files, measuring script, records
+    chapter_files = {p.name for c in CHAPTERS for p in (ROOT / "solutions" / c).rglob("*")
+                     if p.is_file() and p.suffix != ".ipynb" and p.name != "README.md"}
+    assert chapter_files and not [n for n in names if n.rsplit("/", 1)[-1] in chapter_files], \
+        [n for n in names if n.rsplit("/", 1)[-1] in chapter_files]
     for name in notebooks:
         text = zipfile.ZipFile(wheels["student"]).read(name).decode()
         assert "### BEGIN HIDDEN TESTS" not in text and "### BEGIN SOLUTION" not in text, name
@@ -498,11 +502,11 @@ def test_an_instructor_installs_the_grader_wheel_and_grades_the_example_class(wh
           f"{CONFIG.instructor_package}=={CONFIG.version}"], env=_offline_env(tmp_path))
     course = tmp_path / "course"
     chapter = "03_vector_add"
-    shutil.copytree(ROOT / "solutions" / chapter, course / "solutions" / chapter)
-    examples = course / "tests" / "submissions" / chapter
+    examples = course / "solutions" / chapter / "submissions" / "examples"
     examples.mkdir(parents=True)
+    shutil.copy2(ROOT / "solutions" / chapter / f"{chapter}.ipynb", course / "solutions" / chapter)
     for student in ("ada_correct", "ben_untouched", "cleo_no_mask"):
-        shutil.copy2(ROOT / "tests" / "submissions" / chapter / f"{student}.py", examples)
+        shutil.copy2(example_submissions(chapter) / f"{student}.py", examples)
     proc = subprocess.run([str(python), "-m", "grader", "demo", "--assignment", chapter, "--out", str(tmp_path / "out"),
                            "--workers", "2"], capture_output=True, text=True, cwd=course, env=_offline_env(tmp_path),
                           timeout=900)
@@ -532,7 +536,7 @@ def test_nothing_imports_the_helpers_by_their_folder_name():
     spec = importlib.util.spec_from_file_location("course_packaging", ROOT / "packaging" / "course_packaging.py")
     packaging = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(packaging)
-    sources = [p for pattern in ("grader/**/*.py", "utils/**/*.py", "tests/**/*.py", "results/**/*.py",
+    sources = [p for pattern in ("grader/**/*.py", "utils/**/*.py", "tests/**/*.py", "lab/**/*.py",
                                  "solutions/**/*.ipynb", "notebooks/**/*.ipynb", "packaging/**/*.py")
                for p in ROOT.glob(pattern) if "__pycache__" not in p.parts and p != Path(__file__).resolve()]
     assert len(sources) > 50
@@ -556,55 +560,3 @@ def test_a_grader_that_still_imports_utils_is_refused_by_name(tmp_path):
     (root / "grader" / "stale.py").write_text("from utils.checks import CheckFailed\n")
     with pytest.raises(packaging.PackagingError, match=r"stale\.py.*import them as 'triton_course'"):
         packaging.stage_instructor(root, tmp_path / "stage")
-
-
-def _gluon_dry_run(chapter: str, script: str, *args: str) -> subprocess.CompletedProcess | None:
-    """``results/sweeps/<script> --dry-run`` (no GPU, no interpreter), which compiles a chapter's Gluon kernels from
-    its solution notebook for sm_90. None with a Triton whose Gluon is not in the form the notebooks need (3.5),
-    after checking that the probe refused, naming the chapter; otherwise its run, which succeeded."""
-    import triton
-
-    from triton_course.versions import gluon_ready
-
-    assert gluon_ready() is (version_tuple(triton.__version__) >= (3, 6))
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, str(ROOT / "results" / "sweeps" / script), "--dry-run", *args],
-                          capture_output=True, text=True, env=env, timeout=600)
-    if not gluon_ready():
-        assert proc.returncode != 0, proc.stdout[-2000:]
-        assert f"Gluon is not here in the form chapter {chapter} needs" in proc.stderr, proc.stderr
-        return None
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
-def test_range_check_chapter_09s_gluon_path_compiles_for_hopper_where_gluon_takes_its_form():
-    """Chapter 09's reference takes a kernel written in Gluon on Hopper at D = 128 (its appendix). With every Triton
-    the range holds, either that kernel compiles for sm_90 here, with no GPU, without spilling and within the H200's
-    227 KB of shared memory (Triton 3.6 on, where ``gl.warp_specialize`` takes (function, arguments) pairs and
-    ``triton_course.versions.gluon_ready`` says so), or the notebook turns the path off and says why (Triton 3.5):
-    the probe ``results/sweeps/attention_gluon.py --dry-run`` reads the kernel from the solution notebook and
-    compiles it."""
-    proc = _gluon_dry_run("09", "attention_gluon.py", "--head-dims", "128", "--launches", "notebook kernel k2v2")
-    if proc is None:
-        return
-    reports = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert [r["causal"] for r in reports] == [False, True], reports
-    for r in reports:
-        assert r["stack"] == 0 and r["regs"] and 100_000 < r["shared_bytes"] <= 227 * 1024, r
-
-
-def test_range_check_chapter_07s_gluon_path_compiles_for_hopper_where_gluon_takes_its_form():
-    """Chapter 07's reference takes a kernel written in Gluon on Hopper where 192 x 192 tiles fill the waves best
-    (3000^3; its appendix). With every Triton the range holds, either that kernel compiles for sm_90 here, with no
-    GPU, without spilling and within 227 KB of shared memory, both layouts of b (Triton 3.6 on), or the notebook
-    turns the path off and says why (Triton 3.5): ``results/sweeps/matmul_gluon_square.py --dry-run`` reads the
-    kernel from the solution notebook and compiles it."""
-    proc = _gluon_dry_run("07", "matmul_gluon_square.py")
-    if proc is None:
-        return
-    reports = [ast.literal_eval(line) for line in proc.stdout.splitlines() if line.startswith("{'launch'")]
-    assert [r["launch"] for r in reports] == ["192x192 s4", "192x192 s3", "192x192 s2", "192x192 s4 B^T"], reports
-    for r in reports:
-        assert r["stack"] == 0 and r["regs"] and r["shared_bytes"] <= 227 * 1024, r

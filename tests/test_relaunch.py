@@ -6,7 +6,7 @@ next, views and strides, a callable grid. Work that the student's own evidence c
 in another thread or behind a switched-off operator log, data made before the call or from Python values,
 a kernel written at run time, answers handed to a kernel as arguments, a record forged or removed. Each
 dishonest function below is something a submission could hand in (the sandboxed versions of the worst
-are in tests/safety/03_vector_add, graded for real by tests/test_grader_safety.py)."""
+are in solutions/03_vector_add/submissions/attacks, graded for real by tests/test_grader_safety.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from grader.judge import InProcessTransport, JudgeSession
 from grader.relauncher import (MAX_INFORMATION_BITS, MIN_INFORMATION_BITS, ProcessRelauncher, information_limit,
                                record_information, record_problems, rerun_evidence)
 from tests.conftest import run_with_answers
-from tests.safety.transforms import SAFETY_ANSWERS
 from triton_course import relaunch
 from triton_course.checks import CheckFailed, check
 from triton_course.relaunch import kernel_shape, kernel_source_problems
@@ -244,9 +243,9 @@ def test_a_descriptor_decoy_earns_nothing_and_the_honest_launcher_after_it_every
     ("quo_torch_through_the_course", "reaches the module torch"),
 ])
 def test_the_notebook_cheats_earn_no_correctness_point(student, words):
-    """Chapter 03 notebooks from tests/safety, through the judge in this process (the patched launcher, which
+    """Chapter 03 notebooks from its attack corpus (solutions/03_vector_add/submissions/attacks), through the judge in this process (the patched launcher, which
     needs the second sandbox's own Triton, is graded by tests/test_grader_safety.py)."""
-    outcomes = run_with_answers("03_vector_add", student, root=SAFETY_ANSWERS)
+    outcomes = run_with_answers("03_vector_add", student, kind="attacks")
     correctness = [gid for gid in outcomes if gid not in ("test_add_bandwidth", "test_add_gpu_sizes")]
     assert len(correctness) == 4
     for gid in correctness:
@@ -254,7 +253,7 @@ def test_the_notebook_cheats_earn_no_correctness_point(student, words):
 
 
 def test_a_blinded_operator_log_earns_nothing_and_the_honest_student_after_it_everything():
-    """tests/safety/03_vector_add/kai_blinds_the_operator_log: the log's path once torch._dynamo is imported,
+    """solutions/03_vector_add/submissions/attacks/kai_blinds_the_operator_log: the log's path once torch._dynamo is imported,
     hijacked so that no operator is logged, and x + y by PyTorch behind an empty launch. The verdict comes from
     the re-run launches, so it earns no correctness point; the honest student graded next in the same process
     earns every one. (Run in this process, so what the cheat replaces in torch is put back before the next
@@ -263,7 +262,7 @@ def test_a_blinded_operator_log_earns_nothing_and_the_honest_student_after_it_ev
 
     had_dynamo, disable = "torch._dynamo" in sys.modules, torch._disable_dynamo
     try:
-        outcomes = run_with_answers("03_vector_add", "kai_blinds_the_operator_log", root=SAFETY_ANSWERS)
+        outcomes = run_with_answers("03_vector_add", "kai_blinds_the_operator_log", kind="attacks")
     finally:  # as a fresh kernel process would start for the next student
         torch._disable_dynamo = disable
         if not had_dynamo:
@@ -395,13 +394,18 @@ def test_strings_triton_uses_pass_and_cost_little():
     ("def k(q):\n    q.handle.data[:] = 0\n", {}, "`.handle`"),
     ("def k(q):\n    return NAMES.encode()\n", {"NAMES": "a"}, "`.encode`"),
     ("def k(q):\n    f = lambda: 0\n", {}, "Lambda"),
+    # the course's own @triton.jit helpers (the fast paths' tile loops) are the course's work, not the student's
+    ("def k(q):\n    return tile(q, 0, 1, 1, 1, 16, 16)\n",
+     {"tile": {"import": "triton_course.attention_fast", "attr": "load_tile"}}, "neither Triton's language"),
+    ("def k(q):\n    return F.load_tile(q, 0, 1, 1, 1, 16, 16)\n", {"F": {"module": "triton_course.attention_fast"}},
+     "neither Triton's language"),
 ])
 def test_kernel_source_names_only_the_language(source, globals_, words):
     problems = kernel_source_problems("k", source, globals_)
     assert words in " ".join(problems), problems
 
 
-def test_the_language_and_the_courses_jit_helpers_pass():
+def test_the_language_and_its_jit_helpers_pass():
     source = ("def k(x_ptr, BLOCK: tl.constexpr):\n"
               "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
               "    x = tl.load(x_ptr + offs, mask=offs < 8, other=0.0).to(tl.float32)\n"

@@ -11,7 +11,7 @@
 * The page opened in the browser test's Chromium (Debian's, driven by Playwright as
   tests/test_browser.py does): it loads with no console error, shows every section, every plot decodes,
   and the hostile id and message are text, not markup.
-* Fast checks on records the grader made on the H200 (``results/gpu_trusted_grading_04_06_08.json``):
+* Fast checks on records the grader made on the H200 (``tests/gpu/records/gpu_trusted_grading_04_06_08.json``):
   figures below target read from their messages, and the cheats flagged with their evidence.
 """
 
@@ -26,7 +26,8 @@ import pytest
 
 import grader.autograde as autograde
 from grader.__main__ import main
-from grader.course import EXAMPLE_SUBMISSIONS, SOLUTIONS
+import grader.course
+from grader.course import example_submissions, solution_notebook
 from grader.examples import apply_answers, parse_answers
 from grader.judge_timing import TIME_ON_CPU_ENV
 from grader.report import (GradedSubmission, failure_reasons, flags, load_class, parse_verdict, performance_of,
@@ -45,15 +46,16 @@ HOSTILE_ADD = f'''def add(x, y):
 
 
 def _answers(name: str):
-    return parse_answers((EXAMPLE_SUBMISSIONS / A / f"{name}.py").read_text())
+    return parse_answers((example_submissions(A) / f"{name}.py").read_text())
 
 
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     solutions = tmp / "solutions"
-    shutil.copytree(SOLUTIONS / A, solutions / A)
     source = solutions / A / f"{A}.ipynb"
+    source.parent.mkdir(parents=True)
+    shutil.copy2(solution_notebook(A), source)
     nb = nbformat.read(source, as_version=4)
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_add_bandwidth")
     assert "N = 2**26" in cell.source and "2^26" in cell.source
@@ -68,7 +70,7 @@ def graded_class(tmp_path_factory):
     out = tmp / "graded"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(TIME_ON_CPU_ENV, "1")
-        mp.setattr(autograde, "SOLUTIONS", solutions)  # the template is generated from the shrunk copy
+        mp.setattr(grader.course, "SOLUTIONS", solutions)  # the template is generated from the shrunk copy
         records = autograde.grade_all(autograde.find_submissions(submitted, A), out, workers=2, feedback=False)
     write_json(records, out / "grades.json")  # as `python -m grader autograde` does
     return {"tmp": tmp, "out": out, "records": records}
@@ -178,7 +180,7 @@ def test_a_speed_no_kernel_reaches_earns_nothing_and_is_flagged():
     with pytest.raises(CheckFailed, match="faster than this GPU can move those bytes"):
         same_size_copy_verdict(7000.0, 3900.0, 0.9, "rmsnorm on a 4096x4096 float16 input", ceiling=4267.0)
     # a same-size copy that ran slow in its round (measured on the H200 while another submission's work ran:
-    # results/gpu_class_throughput_course_relaunch_unfrozen.json) leaves an honest kernel plausible against the GPU's copy
+    # tests/gpu/records/gpu_class_throughput_course_relaunch_unfrozen.json) leaves an honest kernel plausible against the GPU's copy
     assert same_size_copy_verdict(3597.0, 1828.0, 0.9, "rmsnorm", ceiling=4285.0).endswith(": passed")
     message = f"CheckFailed: {fast.value}"
     assert parse_verdict(message)["passed"] is False
@@ -191,9 +193,9 @@ def test_a_speed_no_kernel_reaches_earns_nothing_and_is_flagged():
 
 
 def test_report_from_h200_records(tmp_path):
-    """Records from results/ (graded by the judge on the H200): speed below target from the messages,
+    """Records from tests/gpu/records/ (graded by the judge on the H200): speed below target from the messages,
     and the cheats flagged with the grader's evidence."""
-    recorded = json.loads((ROOT / "results" / "gpu_trusted_grading_04_06_08.json").read_text())
+    recorded = json.loads((ROOT / "tests" / "gpu" / "records" / "gpu_trusted_grading_04_06_08.json").read_text())
     out = tmp_path / "graded"
     out.mkdir()
     write_json([GradeRecord(**r) for r in recorded["records"]], out / "grades.json")

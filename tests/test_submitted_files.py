@@ -19,7 +19,7 @@ import pytest
 
 import grader.submitted_files as sf
 from grader.autograde import find_submissions, grade_all, graded_cells
-from grader.course import EXAMPLE_SUBMISSIONS
+from grader.course import example_submissions
 from grader.examples import apply_answers, parse_answers
 from grader.repair import repair_notebook
 from grader.submitted_files import Refused, parse_notebook, read_regular_file, read_submission
@@ -57,7 +57,7 @@ def _never_block():
 
 
 def _honest_bytes() -> bytes:
-    nb = apply_answers(A, parse_answers((EXAMPLE_SUBMISSIONS / A / "ada_correct.py").read_text()))
+    nb = apply_answers(A, parse_answers((example_submissions(A) / "ada_correct.py").read_text()))
     return nbformat.writes(nb).encode()
 
 

@@ -11,8 +11,11 @@
 * :func:`causal_block_sweep`, :func:`tiles_visited`, :func:`recorded_causal_ratios` -- the experiment: key
   blocks visited with and without causal skipping, per block shape, beside the recorded GPU times; a shape whose tiles
   do not fit the GPU's shared memory is skipped with the reason (:func:`experiment_skip_reason`);
-* :func:`shared_memory_limit`, :func:`fit_shared_memory` -- the launch rule holds each launch to the GPU's shared
-  memory (tests/test_gpu_limits.py compiles every launch for a T4, A10, L4 and H100);
+* :func:`launch_config` -- the launch (block sizes, warps, stages) of the exercise's kernel on this GPU, given to the
+  student; :func:`shared_memory_limit`, :func:`fit_shared_memory` hold each launch to the GPU's shared memory
+  (tests/test_gpu_limits.py compiles every launch for a T4, A10, L4 and H100);
+* :func:`triton_course.attention_fast.fast_attention` -- the course's fastest attention on Hopper (TMA, warp specialisation, Gluon), beyond the
+  exercise: :mod:`triton_course.attention_fast`, which the chapter's measurements time beside the model answer;
 * :func:`check_fused`, :func:`fused_points` -- fusion: the memory a call holds besides q, k, v and o, read from the
   grader's re-run of its launch record, or measured the same way in the student's notebook (:func:`measured_scratch`);
 * :func:`sdpa`, :func:`attention_by_heads`, :func:`speed_not_graded_reason` -- the yardstick, the float64 reference
@@ -140,9 +143,9 @@ def attention_tolerance(dtype: torch.dtype) -> tuple[float, float]:
     with ``sm_scale = 1.0`` on D = 32 (scores up to about 15) is the worst case.
 
     That case's worst error was 0.43 of a 1e-2 tolerance in 3 draws on an H200, yet an honest copy failed it
-    once in a class of 40 (results/gpu_class_throughput_09_ray_1gpu.json): over many draws its tail crosses
+    once in a class of 40 (tests/gpu/records/gpu_class_throughput_09_ray_1gpu.json): over many draws its tail crosses
     1e-2. fp32 therefore gets 2e-2, checked over fresh draws of every hidden test on an H200
-    (results/hidden_test_margins.json: this case's worst of 1000 draws is 0.58 of 2e-2, its 99th percentile
+    (lab/records/hidden_test_margins.json: this case's worst of 1000 draws is 0.58 of 2e-2, its 99th percentile
     0.36) and over thousands of draws of a TF32 emulation (tests/test_09_attention.py). Every mistake the
     chapter's example submissions make is off by far more (tests/test_09_attention.py).
     """
@@ -389,7 +392,9 @@ COPY_HINTS = ATTENTION_HINTS[:3] + [
 
 @dataclass(frozen=True)
 class AttentionConfig:
-    """One launch of the attention kernel: block sizes, warps, pipeline depth, and two Hopper features.
+    """One launch of the attention kernel: block sizes, warps, pipeline depth, and two Hopper features that only
+    the fast path beyond the exercise uses (:mod:`triton_course.attention_fast`; the exercise's kernel reads through
+    pointers and ignores them).
 
     ``tma``: read q, k, v through tensor descriptors (the copy engine, TMA), Hopper and later only.
     ``warp_spec``: one unmasked loop, warp-specialised by Triton (a producer warp group feeds consumer groups),
@@ -405,17 +410,19 @@ class AttentionConfig:
 
     @property
     def launch(self) -> dict:
-        """The kernel's keyword arguments for this configuration."""
-        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "TMA": self.tma, "WARP_SPEC": self.warp_spec,
-                "num_warps": self.num_warps, "num_stages": self.num_stages}
+        """The exercise's kernel's keyword arguments for this configuration: ``BLOCK_M``, ``BLOCK_N``,
+        ``num_warps``, ``num_stages``."""
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "num_warps": self.num_warps,
+                "num_stages": self.num_stages}
 
     def launch_for(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor) -> dict:
-        """:attr:`launch` plus, with ``tma`` and without ``warp_spec``, tensor descriptors made here on the host
+        """The fast path's keyword arguments (:mod:`triton_course.attention_fast`): :attr:`launch`, ``TMA`` and
+        ``WARP_SPEC`` and, with ``tma`` and without ``warp_spec``, tensor descriptors made here on the host
         (``q_desc`` ... ``o_desc``) for the four [Z, H, N, D] tensors, one tile per [1, 1, block, D] box: made
         once per launch instead of by every program, which costs each program a few microseconds. The
         warp-specialised loop gets none (Triton 3.6 runs it only with descriptors made in the kernel), so its
-        kernel makes its own, as it does when the launcher passes only :attr:`launch`."""
-        args = self.launch
+        kernel makes its own."""
+        args = {**self.launch, "TMA": self.tma, "WARP_SPEC": self.warp_spec}
         if self.tma and not self.warp_spec:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -433,6 +440,12 @@ class AttentionConfig:
 
 #: The interpreter's configuration: small blocks, so that a CPU run visits several key blocks.
 INTERPRETER_CONFIG = AttentionConfig(32, 16, 4, 1)
+#: Hopper (H100, H200), 16-bit inputs, by (head dim rounded up to 64 or 128, causal): the exercise's kernel (pointer
+#: loads, masks only in the last stage) at the fastest of its launches that lab/sweeps/attention_sweep.py timed
+#: on an H200 (the "ptr" rows of solutions/09_attention/records/09_attention_sweep.json and _focus.json, Triton 3.6:
+#: 0.91-1.04 of SDPA at D = 64 for N from 1024 to 16384, 0.73-0.82 at D = 128; recorded_pointer_launches).
+POINTER_CONFIGS = {(64, False): AttentionConfig(128, 64, 8, 3), (64, True): AttentionConfig(64, 64, 4, 3),
+                   (128, False): AttentionConfig(64, 64, 4, 3), (128, True): AttentionConfig(64, 64, 4, 3)}
 #: Ampere/Ada (A10, A100, L4, ...): 128 x 64 blocks for D <= 64, 64 x 64 for D = 128 (shared memory is
 #: 100-164 KB per SM there), pointer loads.
 AMPERE_CONFIGS = {64: AttentionConfig(128, 64, 4, 2), 128: AttentionConfig(64, 64, 4, 2)}
@@ -496,8 +509,9 @@ _TABLE_ONLY: list[bool] = []
 
 @contextlib.contextmanager
 def pinned_config(config: AttentionConfig):
-    """Within the block, :func:`launch_config` returns ``config`` (TMA and warp specialisation dropped where
-    the inputs or the GPU do not allow them), and the reference's Gluon path stands aside
+    """Within the block, :func:`launch_config` returns ``config`` (without TMA and warp specialisation, which the
+    exercise's kernel does not take), and :func:`fast_launch_config` returns it too (TMA and warp specialisation
+    dropped where the inputs or the GPU do not allow them), the fast path's Gluon kernel standing aside
     (:func:`gluon_path_allowed`): for experiments and sweeps."""
     _PINNED.append(config)
     try:
@@ -508,7 +522,7 @@ def pinned_config(config: AttentionConfig):
 
 @contextlib.contextmanager
 def table_launches_only():
-    """Within the block the reference's attention launches its Triton kernel as the launch table says, never its
+    """Within the block :func:`triton_course.attention_fast.fast_attention` launches its Triton kernel as the launch table says, never its
     Hopper path in Gluon (:func:`gluon_path_allowed`): for sweeps that time the table itself."""
     _TABLE_ONLY.append(True)
     try:
@@ -518,8 +532,8 @@ def table_launches_only():
 
 
 def through_launch_table(attention: Callable) -> Callable:
-    """``attention`` with each call inside :func:`table_launches_only`: how the sweeps of results/ time chapter 09's
-    Triton kernel as its launch table launches it, its Gluon path on Hopper aside."""
+    """``attention`` with each call inside :func:`table_launches_only`: how the sweeps of lab/ time the fast
+    path's Triton kernel as its launch table launches it, its Gluon path on Hopper aside."""
     @functools.wraps(attention)
     def held_to_the_table(*args, **kwargs):
         with table_launches_only():
@@ -528,12 +542,10 @@ def through_launch_table(attention: Callable) -> Callable:
 
 
 def gluon_path_allowed() -> bool:
-    """False inside :func:`pinned_config` or :func:`table_launches_only` (the reference then runs the launch asked
-    for, not its Hopper path in Gluon), and while the grader records a graded call
-    (:func:`triton_course.integrity.recording_launches`: its re-run rebuilds Triton kernels, not Gluon ones)."""
-    from .integrity import recording_launches
-
-    return not (_PINNED or _TABLE_ONLY or recording_launches())
+    """False inside :func:`pinned_config` or :func:`table_launches_only`: :func:`triton_course.attention_fast.fast_attention` then runs the
+    launch asked for, not its Hopper path in Gluon. Whether the grader records a call plays no part: the fast path
+    is the course's, no part of a graded answer."""
+    return not (_PINNED or _TABLE_ONLY)
 
 
 def tma_layout_ok(*tensors: torch.Tensor) -> bool:
@@ -559,7 +571,7 @@ def tma_ready(*tensors: torch.Tensor) -> bool:
     return tma_layout_ok(*tensors)
 
 
-#: An entry of the notebook's Hopper table: one launch for every N, or launches by sequence length (each but the
+#: An entry of a Hopper table: one launch for every N, or launches by sequence length (each but the
 #: last with ``up_to_n`` set, shortest first).
 TableEntry = AttentionConfig | tuple[AttentionConfig, ...]
 
@@ -579,20 +591,15 @@ def describe_entry(entry: TableEntry) -> str:
     return entry.describe() if isinstance(entry, AttentionConfig) else "; ".join(c.describe() for c in entry)
 
 
-def launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                  hopper_configs: dict[tuple[int, bool], TableEntry]) -> AttentionConfig:
-    """The launch configuration for these inputs on this device.
-
-    Hopper and later: ``hopper_configs[(64 or 128, causal)]`` (the notebook's table, by head dim rounded up to
-    64 or 128), the launch for this N of an entry by length (:func:`for_length`), for 16-bit inputs (float32 takes
-    :data:`AMPERE_CONFIGS`: the table's largest launch would need 450 KB of shared memory in float32, against the
-    H200's 227 KB); TMA only when :func:`tma_ready`; warp specialisation only with TMA, without a causal mask and
-    with N a multiple of BLOCK_N. Ampere/Ada: :data:`AMPERE_CONFIGS`; Turing: :data:`TURING_CONFIG`; the
-    interpreter: :data:`INTERPRETER_CONFIG`. On a GPU the launch is then shrunk until its tiles fit the GPU's shared
-    memory (:func:`fit_shared_memory`: float32 at D = 128 takes 1 stage on an A10 or L4). Inside :func:`pinned_config` the pinned one, with the same checks,
-    except that the interpreter runs TMA and warp-specialised configurations too (it emulates descriptors and
-    ignores warp specialisation), so that tests on the CPU reach the code paths a Hopper GPU takes. A causal launch
-    whose BLOCK_N does not divide BLOCK_M is refused (ValueError): the kernel's unmasked stage stops at start_m."""
+def _launch_rule(q: torch.Tensor, causal: bool, hopper_configs: dict[tuple[int, bool], TableEntry]
+                 ) -> tuple[AttentionConfig, bool]:
+    """(the launch for these inputs on this device before the Hopper features are settled, whether it was pinned):
+    the pinned one inside :func:`pinned_config`; the interpreter's; on Hopper and later ``hopper_configs[(64 or
+    128, causal)]`` for 16-bit inputs (the launch for this N of an entry by length, :func:`for_length`), and
+    float32 :data:`AMPERE_CONFIGS` (float32 tiles need twice the shared memory); Ampere/Ada :data:`AMPERE_CONFIGS`;
+    Turing :data:`TURING_CONFIG`. On a GPU a launch not pinned is shrunk until its tiles fit the GPU's shared
+    memory (:func:`fit_shared_memory`: float32 at D = 128 takes 1 stage on an A10 or L4). A causal launch whose
+    BLOCK_N does not divide BLOCK_M is refused (ValueError): the kernel's unmasked stage stops at start_m."""
     from .device import current
 
     dev = current()
@@ -617,6 +624,34 @@ def launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         # the unmasked stage runs whole key blocks up to start_m, a multiple of BLOCK_M: with BLOCK_N not dividing
         # it, its last block reaches past the diagonal unmasked (a 64 x 128 launch was 0.64 off on the H200)
         raise ValueError(f"causal attention needs BLOCK_N to divide BLOCK_M, got {config.describe()}")
+    return config, pinned
+
+
+def launch_config(q: torch.Tensor, causal: bool) -> AttentionConfig:
+    """BLOCK_M, BLOCK_N, warps and pipeline stages for the exercise's kernel (pointer loads) on this device, for
+    inputs like ``q`` ([Z, H, N, D]): on Hopper and later :data:`POINTER_CONFIGS` for 16-bit inputs, float32 and
+    Ampere/Ada :data:`AMPERE_CONFIGS`, Turing :data:`TURING_CONFIG`, the interpreter :data:`INTERPRETER_CONFIG`
+    (small blocks, so that a CPU run visits several key blocks), each held to the GPU's shared memory
+    (:func:`fit_shared_memory`); inside :func:`pinned_config` the pinned one. BLOCK_N always divides BLOCK_M, which
+    the causal stages rely on (a causal launch that breaks it is refused with ValueError)."""
+    config, _ = _launch_rule(q, causal, POINTER_CONFIGS)
+    if config.tma or config.warp_spec:
+        config = dataclasses.replace(config, tma=False, warp_spec=False)
+    return config
+
+
+def fast_launch_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                       hopper_configs: dict[tuple[int, bool], TableEntry]) -> AttentionConfig:
+    """The launch of the fast path (:mod:`triton_course.attention_fast`) for these inputs on this device: the rule
+    of :func:`launch_config` with ``hopper_configs`` as the Hopper table (its ``HOPPER_CONFIGS``), then TMA only
+    when :func:`tma_ready`, and warp specialisation only with TMA, without a causal mask and with N a multiple of
+    BLOCK_N. Inside :func:`pinned_config` the pinned one, with the same checks, except that the interpreter runs TMA
+    and warp-specialised configurations too (it emulates descriptors and ignores warp specialisation), so that tests
+    on the CPU reach the code paths a Hopper GPU takes."""
+    from .device import current
+
+    dev = current()
+    config, pinned = _launch_rule(q, causal, hopper_configs)
     emulated = pinned and dev.interpreted
     tma = config.tma and (tma_layout_ok(q, k, v) if emulated else tma_ready(q, k, v))
     warp_spec = config.warp_spec and (tma or emulated) and not causal and q.shape[2] % config.block_n == 0
@@ -774,7 +809,7 @@ def _sweep_one(attention: Callable, config: AttentionConfig, q: torch.Tensor, k:
 def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, int], tuple[float, float]], str]:
     """Recorded causal / non-causal times per block configuration at (n, d), float16, Z = 4,
     H = 2048 // d: ``{(BLOCK_M, BLOCK_N, num_warps, num_stages): (ms_full, ms_causal)}`` and where they were
-    recorded. Empty when results/09_attention.json is not in this copy or lacks the size."""
+    recorded. Empty when solutions/09_attention/records/09_attention.json is not in this copy or lacks the size."""
     from .gpus import recorded
 
     data, source = recorded("09_attention")
@@ -790,7 +825,18 @@ def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, in
             fields = dict(part.split(": ") for part in cfg.split(", "))
             key = tuple(int(fields[f]) for f in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"))
             out[key] = (ms, found[True][cfg])
-    return out, source + f", the autotuner's time of each configuration, N={n}, D={d}"
+    return out, source + f", each block shape's time, N={n}, D={d}"
+
+
+def _record(name: str) -> dict | None:
+    """The chapter's record ``solutions/09_attention/records/<name>.json`` as a dict, or None when this copy of the
+    course has no such file."""
+    import json
+
+    from .gpus import record_path
+
+    path = record_path("09_attention", name)
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def sdpa_backend_of(kernel_names: list[str]) -> str:
@@ -808,27 +854,25 @@ def sdpa_backend_of(kernel_names: list[str]) -> str:
 
 def recorded_sdpa_backend() -> str:
     """Which kernel PyTorch's scaled_dot_product_attention ran in the recorded comparison, in words: from
-    results/09_attention.json, or else from the launch sweep (results/09_attention_sweep.json)."""
+    solutions/09_attention/records/09_attention.json, or else from the launch sweep's record
+    (09_attention_sweep.json)."""
     from .gpus import recorded
 
     data, _ = recorded("09_attention")
     backend = (data or {}).get("sdpa_backend")
     if backend:
         return f"{backend.get('backend', '?')} (profiler kernel: {backend.get('kernel', '?')})"
-    sweep, _ = recorded("09_attention_sweep")
-    backend = ((sweep or {}).get("sdpa") or {}).get("backend")
+    backend = ((_record("09_attention_sweep") or {}).get("sdpa") or {}).get("backend")
     if backend:
-        return f"{backend} (recorded by the launch sweep, results/09_attention_sweep.json)"
-    return "not recorded in this copy of results/"
+        return f"{backend} (recorded by the launch sweep, solutions/09_attention/records/09_attention_sweep.json)"
+    return "not recorded in this copy of the course"
 
 
 def recorded_gluon_path() -> dict[str, dict]:
-    """The reference's Hopper path at D = 128 as results/09_attention_gluon.json timed it beside SDPA and the launch
+    """The fast path's Gluon kernel at D = 128 as 09_attention_gluon.json timed it beside SDPA and the launch
     table: {case: {"n": [N...], "reference": [its TFLOP/s over SDPA's, by N], "table": [the same for the launch
     table's Triton kernel]}} for the D = 128 cases. Empty when this copy has no such file."""
-    from .gpus import recorded
-
-    data, _ = recorded("09_attention_gluon")
+    data = _record("09_attention_gluon")
     out: dict[str, dict] = {}
     for row in sorted((data or {}).get("rows") or [], key=lambda r: r["N"]):
         if row["D"] != 128:
@@ -841,13 +885,11 @@ def recorded_gluon_path() -> dict[str, dict]:
 
 
 def recorded_table_launches() -> dict[str, dict]:
-    """The focused sweep's figures (results/09_attention_focus.json) for the launches each case of the table
+    """The focused sweep's figures (09_attention_focus.json) for the launches each case of the fast path's table
     now takes: {case: {"launch", "tflops", "sdpa_tflops" (both at N = 16384), "geomean", "worst"}}, the last
     two the chosen launch's TFLOP/s over SDPA's across the sweep's N (a case's winner "table" lists its launches
     by length, shortest first; an older file names one launch, "best"). Empty when this copy has no such file."""
-    from .gpus import recorded
-
-    data, _ = recorded("09_attention_focus")
+    data = _record("09_attention_focus")
     out = {}
     for case, winner in ((data or {}).get("winners") or {}).items():
         table = winner.get("table") or [{"launch": winner["best"], "up_to_n": None}]
@@ -866,6 +908,27 @@ def recorded_table_launches() -> dict[str, dict]:
                          "tflops": rows[-1]["tflops"][last], "sdpa_tflops": rows[-1]["tflops"]["SDPA"],
                          "geomean": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 3),
                          "worst": min(ratios)}
+    return out
+
+
+def recorded_pointer_launches() -> dict[str, dict]:
+    """The exercise's kernel (pointer loads, masks in the last stage only) at the launches :data:`POINTER_CONFIGS`
+    takes on Hopper, as the focused launch sweep timed it on an H200 beside SDPA (its "ptr" rows,
+    09_attention_focus.json, Triton 3.6): {case: {"launch", "tflops" and "sdpa_tflops" at the longest N, "n" (the
+    N timed), "geomean" and "worst" of its TFLOP/s over SDPA's across them}}. Empty when this copy has no such file."""
+    data = _record("09_attention_focus")
+    out = {}
+    for (d, causal), config in POINTER_CONFIGS.items():
+        name = f"ptr {config.block_m}x{config.block_n} w{config.num_warps} s{config.num_stages}"
+        rows = sorted((r for r in (data or {}).get("rows") or [] if r["dtype"] == "float16" and r["D"] == d
+                       and r["causal"] == causal and name in r["tflops"]), key=lambda r: r["N"])
+        if not rows:
+            continue
+        ratios = [r["ratio_to_sdpa"][name] for r in rows]
+        out[f"D={d}" + (", causal" if causal else "")] = {
+            "launch": name, "tflops": rows[-1]["tflops"][name], "sdpa_tflops": rows[-1]["tflops"]["SDPA"],
+            "n": [r["N"] for r in rows], "geomean": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 3),
+            "worst": min(ratios)}
     return out
 
 
@@ -996,7 +1059,7 @@ def fused_points(fn: Callable, cases, reference: Callable, *, points: float, tol
 
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
     """PyTorch's ``scaled_dot_product_attention``: the yardstick of the speed check (cuDNN's fused attention on
-    the H200, results/09_attention.json's ``sdpa_backend``)."""
+    the H200, solutions/09_attention/records/09_attention.json's ``sdpa_backend``)."""
     import torch.nn.functional as F
 
     return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))

@@ -18,7 +18,7 @@ Why not do_bench for bandwidth: it empties the L2 by *writing* a buffer, which l
 dirty lines that the timed kernel then writes back for it, and emptying it by *reading* instead leaves
 part of the kernel's own output unwritten in the L2 when the timing stops. On an H200, for 64 MB of
 traffic, the first reads 9% under the steady state and the second 4% over
-(``results/timing_method.json``, from ``results/sweeps/timing_method.py``).
+(``solutions/02_benchmarking/records/02_benchmarking_timing_method.json``, from ``lab/sweeps/timing_method.py``).
 
 Under Triton's interpreter nothing here measures the GPU; :func:`bandwidth_sweep` then times one run
 with the host clock, so the plot still draws, and says that its numbers are not performance.
@@ -150,8 +150,8 @@ def steady_rounds(fns: dict[str, Callable[..., object]], make_inputs: Callable[[
 
     Resolution: a few percent, not better. On an H200 one compiled RMSNorm launch, called through two
     launchers of different host cost, timed 4-6% apart, and the same launcher at three places in a round
-    up to 20% apart (results/timing_position.json). Good enough to tell a kernel from PyTorch's; for
-    comparisons at the 2% level, results/sweeps/graph_timing.py replays each function from a CUDA graph.
+    up to 20% apart (solutions/06_rmsnorm/records/06_rmsnorm_timing_position.json). Good enough to tell a kernel from PyTorch's; for
+    comparisons at the 2% level, lab/sweeps/graph_timing.py replays each function from a CUDA graph.
     """
     require_gpu("Timing a kernel")
     _spin_up()

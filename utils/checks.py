@@ -473,8 +473,6 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
     back; everything else here runs in the judge.
     """
     __tracebackhide__ = True
-    from .integrity import KernelLaunches, require_kernel_default
-
     call = name or getattr(fn, "__name__", "your function")
     label = f"{call}({describe_inputs(args)})"
     names = list(arg_names) if arg_names is not None else parameter_names(reference, len(args))
@@ -495,40 +493,76 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
         raise ValueError(f"check: {len(out_names)} output names for a reference with {n_out} outputs")
     atols, rtols = _per_output(atol, n_out, "atol"), _per_output(rtol, n_out, "rtol")
     remote = getattr(fn, "remote_call", None)
-    allocations: list[GuardedTensor | None]
     if remote is not None:  # the grader's judge: the call runs in the student's sandboxed kernel
         result_of_call = remote(list(args), label=label, outputs=out_names if several else None, arg_names=names)
         got, after = result_of_call.output, result_of_call.inputs_after
-        allocations = list(result_of_call.allocations)
+        allocations: list[GuardedTensor | None] = list(result_of_call.allocations)
     else:
-        with GuardedAllocations() as allocs, KernelLaunches() as launches:
-            try:
-                got = fn(*args)
-            except Exception as exc:  # the student's code failed: explain, don't dump Triton internals
-                raise CheckFailed(explain_exception(exc, label)) from None
-        from .static import note_launches
-
-        note_launches(fn, launches.kernels)   # for check_masked_loads(..., launched_by=fn)
-        if (require_kernel_default() if require_kernel is None else require_kernel) and launches.count == 0:
-            raise CheckFailed(f"{label} returned without launching a Triton kernel. The grader awards points "
-                              "only for results your Triton kernel computes (not PyTorch, NumPy or stored "
-                              "answers).")
-        after = [a for a in args if isinstance(a, torch.Tensor)]
-        items = list(got) if several and isinstance(got, (tuple, list)) else [got]
-        allocations = [allocs.find(g) if isinstance(g, torch.Tensor) else None for g in items]
+        got, after, allocations = _call_here(fn, args, label, several, require_kernel)
     changed = changed_inputs(before, after, names) if inputs_unchanged else []
-    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-    if several:
-        want = f"a tuple of {n_out} tensors ({', '.join(out_names)})"
-        if not isinstance(got, (tuple, list)):
-            raise CheckFailed(f"{label} returned {type(got).__name__}, expected {want}")
-        if len(got) != n_out:
-            raise CheckFailed(f"{label} returned {len(got)} outputs, expected {want}")
-        got_list = list(got)
-    else:
-        got_list = [got]
+    got_list = _returned(got, label, several, out_names)
     if len(allocations) != len(got_list):
         allocations = [None] * len(got_list)
+    problems = _output_problems(got_list, expected_list, out_names, args, names, label, several=several,
+                                out_dtypes=out_dtypes, here=remote is None)
+    if problems:
+        raise CheckFailed("\n".join(changed + [f"{label} " + "; ".join(problems)]))
+    results = []
+    for g, e, allocation, a_tol, r_tol, what in zip(got_list, expected_list, allocations, atols, rtols, out_names):
+        if allocation is not None and allocation.view is not g:
+            allocation = allocation if allocation.view.data_ptr() == g.data_ptr() else None
+        c = compare(g, e, atol=a_tol, rtol=r_tol, allocation=allocation)
+        c.output = what
+        results.append(c)
+    _report(results, changed, label, several, hints, _as_passed(args, before) if changed else args)
+    return tuple(results) if several else results[0]
+
+
+def _call_here(fn: Callable[..., object], args: Sequence[object], label: str, several: bool,
+               require_kernel: bool | None) -> tuple[object, list[torch.Tensor], list[GuardedTensor | None]]:
+    """(output, the tensor arguments after the call, the guarded allocation of each output) of ``fn(*args)`` in
+    this process, its launches noted (:func:`triton_course.integrity.note_launches`); :class:`CheckFailed` if it
+    raised, or launched no kernel where one is required."""
+    __tracebackhide__ = True
+    from .integrity import KernelLaunches, note_launches, require_kernel_default
+
+    with GuardedAllocations() as allocs, KernelLaunches() as launches:
+        try:
+            got = fn(*args)
+        except Exception as exc:  # the student's code failed: explain, don't dump Triton internals
+            raise CheckFailed(explain_exception(exc, label)) from None
+    note_launches(fn, launches.kernels)   # for check_masked_loads(..., launched_by=fn)
+    if (require_kernel_default() if require_kernel is None else require_kernel) and launches.count == 0:
+        raise CheckFailed(f"{label} returned without launching a Triton kernel. The grader awards points "
+                          "only for results your Triton kernel computes (not PyTorch, NumPy or stored "
+                          "answers).")
+    after = [a for a in args if isinstance(a, torch.Tensor)]
+    items = list(got) if several and isinstance(got, (tuple, list)) else [got]
+    return got, after, [allocs.find(g) if isinstance(g, torch.Tensor) else None for g in items]
+
+
+def _returned(got: object, label: str, several: bool, out_names: Sequence[str]) -> list[object]:
+    """The outputs of a call as a list: :class:`CheckFailed` if a function of several outputs did not return a
+    tuple (or list) of as many."""
+    __tracebackhide__ = True
+    if not several:
+        return [got]
+    want = f"a tuple of {len(out_names)} tensors ({', '.join(out_names)})"
+    if not isinstance(got, (tuple, list)):
+        raise CheckFailed(f"{label} returned {type(got).__name__}, expected {want}")
+    if len(got) != len(out_names):
+        raise CheckFailed(f"{label} returned {len(got)} outputs, expected {want}")
+    return list(got)
+
+
+def _output_problems(got_list: list[object], expected_list: list[torch.Tensor], out_names: Sequence[str],
+                     args: Sequence[object], names: Sequence[str], label: str, *, several: bool,
+                     out_dtypes: Sequence[torch.dtype | None] | None, here: bool) -> list[str]:
+    """What is wrong with the outputs before their values are compared: type, shape, dtype, and (for a call
+    made ``here``, in this process) device and memory shared with an input or another output. Raises
+    :class:`CheckFailed` at once for a function of one output that returned no tensor."""
+    __tracebackhide__ = True
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
     problems = []
     for i, (g, e, what) in enumerate(zip(got_list, expected_list, out_names)):
         where = f"output `{what}`" if several else "it"
@@ -546,10 +580,10 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
         if want_dtype is not None and g.dtype != want_dtype:
             why = " (the input's dtype)" if want_dtype == (first.dtype if first is not None else None) else ""
             problems.append(f"{prefix} dtype {_dtype_name(g.dtype)}, expected {_dtype_name(want_dtype)}{why}")
-        if remote is None and first is not None and g.device != first.device:
+        if here and first is not None and g.device != first.device:
             problems.append(f"{prefix} a tensor on {g.device}, expected {first.device}" if several else
                             f"returned a tensor on {g.device}, expected {first.device}")
-        if remote is None and several:
+        if here and several:
             for j, a in enumerate(args):
                 if isinstance(a, torch.Tensor) and shares_memory(g, a):
                     problems.append(f"{where} is your input `{names[j]}` (or a view of it), not a new tensor")
@@ -558,15 +592,14 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
                 if isinstance(other, torch.Tensor) and shares_memory(g, other):
                     problems.append(f"outputs `{out_names[j]}` and `{what}` share memory (the same tensor "
                                     "returned twice?): each output needs its own tensor")
-    if problems:
-        raise CheckFailed("\n".join(changed + [f"{label} " + "; ".join(problems)]))
-    results = []
-    for g, e, allocation, a_tol, r_tol, what in zip(got_list, expected_list, allocations, atols, rtols, out_names):
-        if allocation is not None and allocation.view is not g:
-            allocation = allocation if allocation.view.data_ptr() == g.data_ptr() else None
-        c = compare(g, e, atol=a_tol, rtol=r_tol, allocation=allocation)
-        c.output = what
-        results.append(c)
+    return problems
+
+
+def _report(results: list[Comparison], changed: list[str], label: str, several: bool, hints: Sequence[Hint],
+            hint_args: Sequence[object]) -> None:
+    """Raise :class:`CheckFailed` with every changed input and every wrong output (and the hints that fire on
+    ``hint_args``), if there is any."""
+    __tracebackhide__ = True
     if changed:
         results[0].notes.extend(changed)
     if changed or not all(c.ok for c in results):
@@ -580,9 +613,8 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
         for c in wrong:
             text = describe(c)
             report.append(f"Output `{c.output}`: " + text if several else text)
-        extra = [h.message for h in hints if _hint_fires(h, results, _as_passed(args, before) if changed else args)]
+        extra = [h.message for h in hints if _hint_fires(h, results, hint_args)]
         raise CheckFailed(f"{label}:\n" + "\n".join(report) + "".join(f"\nHint: {m}" for m in extra))
-    return tuple(results) if several else results[0]
 
 
 def _as_passed(args: Sequence[object], before: Sequence[torch.Tensor | None]) -> list[object]:

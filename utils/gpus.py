@@ -2,7 +2,7 @@
 
 These are *leads*, not measurements: every performance target in the course is set against the
 copy bandwidth measured on the device in use (``triton_course.bench.copy_bandwidth``). Figures measured on a
-GPU are in ``results/``; :func:`recorded` reads one chapter's file for a notebook to show beside the
+GPU are in each chapter's ``solutions/<chapter>/records/``; :func:`recorded` reads one chapter's file for a notebook to show beside the
 student's own run.
 """
 
@@ -12,7 +12,13 @@ import json
 import pathlib
 from dataclasses import dataclass
 
-RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
+#: The course's chapter folders, when this package is a checkout's ``utils/`` (a wheel has none).
+SOLUTIONS = pathlib.Path(__file__).resolve().parent.parent / "solutions"
+
+
+def record_path(chapter: str, name: str | None = None) -> pathlib.Path:
+    """``solutions/<chapter>/records/<name>.json`` (``name`` defaults to the chapter id): a chapter's GPU record."""
+    return SOLUTIONS / chapter / "records" / f"{name or chapter}.json"
 
 
 @dataclass(frozen=True)
@@ -46,14 +52,23 @@ def spec_for(device_name: str) -> GpuSpec | None:
     return next((GPU_SPECS[key] for key in GPU_SPECS if key in words), None)
 
 
-def recorded(chapter: str, made_by: str | None = None) -> tuple[dict | None, str]:
-    """``(results/<chapter>.json as a dict, "recorded on an H200 (results/<chapter>.json, made by `...`)")``,
-    or ``(None, why)`` when this copy of the course has no such file (``why`` names ``made_by``, the command
-    that makes it on a GPU, when given)."""
-    path = RESULTS / f"{chapter}.json"
+def chapter_of(name: str) -> str:
+    """The chapter a record's name belongs to: the chapter folder whose id is the name or starts it
+    (``06_rmsnorm_gaps_sweep`` -> ``06_rmsnorm``); the name itself when no folder matches."""
+    ids = [p.name for p in SOLUTIONS.glob("*") if p.is_dir()] if SOLUTIONS.is_dir() else []
+    return next((c for c in ids if name == c or name.startswith(c + "_")), name)
+
+
+def recorded(name: str, made_by: str | None = None) -> tuple[dict | None, str]:
+    """``(solutions/<chapter>/records/<name>.json as a dict, "recorded on an H200 (<that path>, made by `...`)")``
+    for a chapter's record (``name`` is the chapter id, or starts with it), or ``(None, why)`` when this copy of
+    the course has no such file (``why`` names ``made_by``, the command that makes it on a GPU, when given)."""
+    chapter = chapter_of(name)
+    path = record_path(chapter, name)
+    shown = f"solutions/{chapter}/records/{path.name}"
     if not path.exists():
-        return None, (f"no recorded figures: results/{path.name} is not in this copy of the course"
+        return None, (f"no recorded figures: {shown} is not in this copy of the course"
                       + (f"; it is made on a GPU by `{made_by}`" if made_by else ""))
     data = json.loads(path.read_text())
     where = data.get("device", "GPU").replace("NVIDIA ", "")
-    return data, f"recorded on an {where} (results/{path.name}, made by `{data.get('command', '?')}`)"
+    return data, f"recorded on an {where} ({shown}, made by `{data.get('command', '?')}`)"

@@ -5,6 +5,11 @@ stderr (Python's and the file descriptor Triton's compiler writes to) to stdout 
 warning must never cost an honest submission its points. :func:`bandwidth_points` is the performance
 check: full points on a GPU when the kernel reaches its target, and on a machine without a GPU a
 plain "NOT GRADED" line and 0 points, never a silent pass.
+
+A speed check times the function it grades through a :class:`Timing` (:func:`timing_of`): here, in the
+student's notebook, :class:`LocalTiming`; in the grader, the timing that the judge's proxy of a student's
+function carries (``fn.judge_timing``). The checks are the same code in both places, and this package never
+imports the grader.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .bench import copy_bandwidth, measure_gbps
 from .checks import CheckFailed, explain_exception
@@ -60,6 +65,133 @@ def require_launch_per_call(timed: "LaunchesPerCall", what: str) -> None:
                           "cached one, say) has no bandwidth to grade: compute it with your kernel every time.")
 
 
+# ---------------------------------------------------------------------------------------------------
+# How a speed check times the function it grades
+# ---------------------------------------------------------------------------------------------------
+
+class Timing(Protocol):
+    """How a speed check times the function it grades (:func:`timing_of`).
+
+    Without the grader, :class:`LocalTiming` times it in this process. The grader's judge hands the checks its
+    proxy of a student's function, whose ``judge_timing`` (``grader.judge_timing.ProxyTiming``) times it in the
+    student's sandboxed kernel on inputs drawn from secret keys, every timed output checked against ``reference``
+    with ``tolerances``, and times the yardstick (a same-size copy, a library's baseline) in the judge's own
+    process on the same GPU."""
+
+    #: Every timed output is checked against the hidden test's ``reference`` and ``tolerances``: it must give them.
+    checks_outputs: bool
+
+    @property
+    def protocol_only(self) -> bool:
+        """Whether a run under Triton's interpreter is timed all the same (the course's own tests of the judge's
+        protocol): the numbers mean nothing, the target is 0."""
+
+    def quiet(self) -> contextlib.AbstractContextManager[None]:
+        """What a check's own steps (its correctness check, the copy bandwidth) run inside."""
+
+    def bandwidth(self, make_inputs: Callable[[], Sequence[object]], nbytes: int, *, fraction: float,
+                  points: float, what: str, ceiling: float, reference: Callable[..., object] | None,
+                  tolerances: Callable[[object], tuple[float, float]] | None,
+                  same_size_copy: bool) -> tuple[float, str]:
+        """(points, the verdict line) for moving ``nbytes`` at ``fraction`` of ``ceiling`` GB/s, or, with
+        ``same_size_copy``, of a copy of as many bytes timed in the same rounds; :class:`CheckFailed` below
+        target (:func:`bandwidth_verdict`, :func:`same_size_copy_verdict`)."""
+
+    def against_baseline(self, baseline: Callable[..., object], make_inputs: Callable[[], Sequence[object]], *,
+                         fraction: float, what: str, reference: Callable[..., object] | None,
+                         tolerances: Callable[[object], tuple[float, float]] | None) -> tuple[float, float]:
+        """(ms per call of the function, ms per call of ``baseline``) on the same work."""
+
+
+class LocalTiming:
+    """:class:`Timing` in the student's own notebook: ``fn`` timed in this process, every timed call required to
+    launch a kernel (:class:`triton_course.integrity.LaunchesPerCall`)."""
+
+    checks_outputs = False
+    protocol_only = False
+
+    def __init__(self, fn: Callable[..., object]):
+        self.fn = fn
+
+    def quiet(self) -> contextlib.AbstractContextManager[None]:
+        return quiet_stderr()
+
+    def bandwidth(self, make_inputs: Callable[[], Sequence[object]], nbytes: int, *, fraction: float,
+                  points: float, what: str, ceiling: float, reference: Callable[..., object] | None = None,
+                  tolerances: Callable[[object], tuple[float, float]] | None = None,
+                  same_size_copy: bool = False) -> tuple[float, str]:
+        """One call first, which must launch a kernel where the grader requires one; then
+        :func:`same_size_copy_gbps`, or :func:`timed_gbps` (measured again below target: a kernel that reaches
+        it should not lose its points to one noisy set of runs). Run inside :meth:`quiet`."""
+        from .integrity import KernelLaunches, require_kernel_default
+
+        fn = self.fn
+        try:
+            with KernelLaunches() as launches:
+                fn(*make_inputs())
+            if require_kernel_default() and launches.count == 0:
+                raise CheckFailed(f"{what}: the function launched no Triton kernel, so there is no kernel "
+                                  "bandwidth to grade (results computed by PyTorch earn no points).")
+            if same_size_copy:
+                achieved, copy = same_size_copy_gbps(fn, make_inputs, nbytes, what)
+                return float(points), same_size_copy_verdict(achieved, copy, fraction, what, ceiling=ceiling)
+            achieved = timed_gbps(fn, make_inputs, nbytes, what)
+            if achieved < fraction * ceiling:
+                # One more independent measurement before a verdict of "too slow": a kernel that reaches
+                # the target should not lose its points to one noisy set of runs.
+                achieved = max(achieved, timed_gbps(fn, make_inputs, nbytes, what))
+        except CheckFailed:
+            raise
+        except Exception as exc:
+            raise CheckFailed(explain_exception(exc, what)) from None
+        return float(points), bandwidth_verdict(achieved, fraction, ceiling, what)
+
+    def against_baseline(self, baseline: Callable[..., object], make_inputs: Callable[[], Sequence[object]], *,
+                         fraction: float, what: str, reference: Callable[..., object] | None = None,
+                         tolerances: Callable[[object], tuple[float, float]] | None = None) -> tuple[float, float]:
+        """Both timed in turn on the same inputs (:func:`triton_course.bench.steady_rounds`), the median of each."""
+        import statistics
+
+        from .bench import steady_rounds
+        from .integrity import LaunchesPerCall
+
+        with quiet_stderr():
+            try:
+                with LaunchesPerCall(self.fn) as timed:
+                    times = steady_rounds({"fn": timed, "baseline": baseline}, make_inputs)
+            except Exception as exc:
+                raise CheckFailed(explain_exception(exc, what)) from None
+            require_launch_per_call(timed, what)
+        return statistics.median(times["fn"]), statistics.median(times["baseline"])
+
+
+def timing_of(fn: Callable[..., object]) -> Timing:
+    """The timing the judge's proxy of a student's function carries (``fn.judge_timing``), or for any other
+    function :class:`LocalTiming`."""
+    timing = getattr(fn, "judge_timing", None)
+    return timing if timing is not None else LocalTiming(fn)
+
+
+def _require_reference(timing: Timing, reference: object, tolerances: object, what: str) -> None:
+    if timing.checks_outputs and (reference is None or tolerances is None):
+        raise CheckFailed(f"{what}: this hidden test gives no reference to check the timed outputs with "
+                          "(a bug of the course, not of your code)")
+
+
+def _correct_first(correct_first: Callable[[], object] | None, what: str) -> None:
+    """Run ``correct_first`` (a check that raises :class:`CheckFailed` on a wrong result) before any timing."""
+    if correct_first is not None:
+        try:
+            correct_first()
+        except CheckFailed as exc:
+            raise CheckFailed(f"{what}: bandwidth is graded only for a correct kernel, and this one "
+                              f"is not:\n{exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The checks
+# ---------------------------------------------------------------------------------------------------
+
 def at_gpu_sizes(check: Callable[[], object], *, points: float, what: str) -> float:
     """Correctness at sizes that span many blocks: ``points`` when ``check`` passes on a GPU; on the CPU,
     where the interpreter cannot run such sizes, 0 and a NOT GRADED line, never a pass.
@@ -101,40 +233,18 @@ def throughput_points(fn: Callable[..., object], baseline: Callable[..., object]
     same inputs (:func:`triton_course.bench.steady_rounds`). A kernel below target raises :class:`CheckFailed`
     with the numbers and ``advice``; the last expression of a graded cell is its score."""
     __tracebackhide__ = True
-    import statistics
-
-    dev, remote = current(), hasattr(fn, "remote_call")
-    protocol_only = False   # the course's own tests run the judge's protocol under the interpreter
-    if remote and dev.interpreted:
-        from grader.judge_timing import timing_on_cpu
-
-        protocol_only = timing_on_cpu()
+    dev, timing = current(), timing_of(fn)
+    # the course's own tests run the judge's protocol under the interpreter
+    protocol_only = dev.interpreted and timing.protocol_only
     if dev.interpreted and not protocol_only:
         return _not_graded_here(points, what, f"the speed of {what} can only be measured on a CUDA GPU, and this "
                                 "run used Triton's interpreter on the CPU.")
-    if remote and (reference is None or tolerances is None):
-        raise CheckFailed(f"{what}: this hidden test gives no reference to check the timed outputs with "
-                          "(a bug of the course, not of your code)")
+    _require_reference(timing, reference, tolerances, what)
     if not dev.interpreted and not_here:
         return _not_graded_here(points, what, not_here)
-    if remote:
-        from grader.judge_timing import verified_against_baseline
-
-        fraction = 0.0 if protocol_only else fraction   # the interpreter's numbers mean nothing
-        ours_ms, theirs_ms = verified_against_baseline(fn, baseline, make_inputs, fraction=fraction, what=what,
-                                                       reference=reference, tolerances=tolerances)
-    else:
-        from .bench import steady_rounds
-        from .integrity import LaunchesPerCall
-
-        with quiet_stderr():
-            try:
-                with LaunchesPerCall(fn) as timed:
-                    times = steady_rounds({"fn": timed, "baseline": baseline}, make_inputs)
-            except Exception as exc:
-                raise CheckFailed(explain_exception(exc, what)) from None
-            require_launch_per_call(timed, what)
-        ours_ms, theirs_ms = statistics.median(times["fn"]), statistics.median(times["baseline"])
+    fraction = 0.0 if protocol_only else fraction   # the interpreter's numbers mean nothing
+    ours_ms, theirs_ms = timing.against_baseline(baseline, make_inputs, fraction=fraction, what=what,
+                                                 reference=reference, tolerances=tolerances)
     ours, theirs = work / (ours_ms * 1e-3) / per_unit, work / (theirs_ms * 1e-3) / per_unit
     verdict = (f"{what}: {ours:,.1f} {unit} = {ours / theirs:.0%} of {baseline_name} ({theirs:,.1f} {unit}); "
                f"target {fraction:.0%}")
@@ -172,71 +282,27 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
     ``correct_first`` (a check that raises on a wrong result) runs before timing: speed earns points
     only for a kernel that is right, so a fast kernel without masks cannot collect them.
 
-    Called by the grader's judge with the student's function as a proxy (``fn.remote_call``), the timing
-    runs in the student's sandboxed kernel on inputs drawn from secret keys, and every timed output is
-    checked against ``reference`` with ``tolerances`` (see :mod:`grader.judge_timing`).
+    Called by the grader's judge with the student's function as a proxy (``fn.judge_timing``, :class:`Timing`),
+    the timing runs in the student's sandboxed kernel on inputs drawn from secret keys, and every timed output
+    is checked against ``reference`` with ``tolerances`` (see :mod:`grader.judge_timing`).
     """
     __tracebackhide__ = True
-    if hasattr(fn, "remote_call"):
-        from grader.judge_timing import remote_bandwidth, timing_on_cpu
-
-        if current().interpreted and not timing_on_cpu():
-            print(f"{NOT_GRADED}: the bandwidth of {what} can only be measured on a CUDA GPU, and this run "
-                  f"used Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; "
-                  "the instructor grades it on a GPU.")
-            return 0.0
-        if reference is None or tolerances is None:
-            raise CheckFailed(f"{what}: this hidden test gives no reference to check the timed outputs with "
-                              "(a bug of the course, not of your code)")
-        if correct_first is not None:
-            try:
-                correct_first()
-            except CheckFailed as exc:
-                raise CheckFailed(f"{what}: bandwidth is graded only for a correct kernel, and this one "
-                                  f"is not:\n{exc}") from None
-        ceiling = copy_bandwidth() if not current().interpreted else 1.0
-        earned, verdict = remote_bandwidth(fn, make_inputs, nbytes, fraction=fraction if not current().interpreted
-                                           else 0.0, points=points, what=what, ceiling=ceiling,
-                                           reference=reference, tolerances=tolerances,
-                                           same_size_copy=against == "same_size_copy")
-        print(verdict)
-        return earned
-    if current().interpreted:
+    timing = timing_of(fn)
+    interpreted = current().interpreted
+    if interpreted and not timing.protocol_only:
         print(f"{NOT_GRADED}: the bandwidth of {what} can only be measured on a CUDA GPU, and this run "
               f"used Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; "
               "the instructor grades it on a GPU.")
         return 0.0
-    from .integrity import KernelLaunches, require_kernel_default
-
-    with quiet_stderr():
-        if correct_first is not None:
-            try:
-                correct_first()
-            except CheckFailed as exc:
-                raise CheckFailed(f"{what}: bandwidth is graded only for a correct kernel, and this one "
-                                  f"is not:\n{exc}") from None
-        ceiling = copy_bandwidth()
-        try:
-            with KernelLaunches() as launches:
-                fn(*make_inputs())
-            if require_kernel_default() and launches.count == 0:
-                raise CheckFailed(f"{what}: the function launched no Triton kernel, so there is no kernel "
-                                  "bandwidth to grade (results computed by PyTorch earn no points).")
-            if against == "same_size_copy":
-                achieved, copy = same_size_copy_gbps(fn, make_inputs, nbytes, what)
-                print(same_size_copy_verdict(achieved, copy, fraction, what, ceiling=ceiling))
-                return float(points)
-            achieved = timed_gbps(fn, make_inputs, nbytes, what)
-            if achieved < fraction * ceiling:
-                # One more independent measurement before a verdict of "too slow": a kernel that reaches
-                # the target should not lose its points to one noisy set of runs.
-                achieved = max(achieved, timed_gbps(fn, make_inputs, nbytes, what))
-        except CheckFailed:
-            raise
-        except Exception as exc:
-            raise CheckFailed(explain_exception(exc, what)) from None
-    print(bandwidth_verdict(achieved, fraction, ceiling, what))
-    return float(points)
+    _require_reference(timing, reference, tolerances, what)
+    with timing.quiet():
+        _correct_first(correct_first, what)
+        ceiling = copy_bandwidth() if not interpreted else 1.0
+        earned, verdict = timing.bandwidth(make_inputs, nbytes, fraction=fraction if not interpreted else 0.0,
+                                           points=points, what=what, ceiling=ceiling, reference=reference,
+                                           tolerances=tolerances, same_size_copy=against == "same_size_copy")
+    print(verdict)
+    return earned
 
 
 def same_size_copy_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
@@ -267,7 +333,7 @@ def same_size_copy_gbps(fn: Callable[..., object], make_inputs: Callable[[], Seq
 
 
 #: No kernel moves its bytes this many times faster than the GPU copies them (the references reach 1.07 at
-#: most, results/peers.json): a timed loop that does is not doing the work it is credited with.
+#: most, lab/records/peers.json): a timed loop that does is not doing the work it is credited with.
 IMPLAUSIBLE_OVER_COPY = 1.5
 
 

@@ -16,55 +16,18 @@ inputs from per-call keys (:func:`make_tensor`), which the judge can reproduce.
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from .checks import _span, shares_memory
-from .integrity import KernelLaunches, inside_launch
-
-if TYPE_CHECKING:
-    from .checks import GuardedAllocations
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
-          "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool}
-NAMES = {v: k for k, v in DTYPES.items()}
-#: Python values that cross the boundary as JSON.
-PLAIN = (bool, int, float, str, type(None))
-#: At most this many tensors in a returned tuple (a function with several outputs returns a few).
-MAX_OUTPUTS = 8
-
-
-# ---------------------------------------------------------------------------------------------------
-# Tensors as bytes
-# ---------------------------------------------------------------------------------------------------
-
-def tensor_spec(t: torch.Tensor, folder: Path, name: str) -> dict[str, Any]:
-    """Write ``t``'s whole storage to ``folder/name.bin``; return how to rebuild the view on it."""
-    storage = t.untyped_storage()
-    n = storage.nbytes() // t.element_size()
-    base = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (n,), (1,))
-    raw = base.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
-    (folder / f"{name}.bin").write_bytes(raw)
-    return {"kind": "tensor", "file": f"{name}.bin", "dtype": NAMES.get(t.dtype, str(t.dtype)),
-            "shape": list(t.shape), "stride": list(t.stride()), "offset": t.storage_offset(), "numel": n,
-            "device": str(t.device)}
-
-
-def load_tensor(spec: dict[str, Any], folder: Path, device: torch.device | str | None = None) -> torch.Tensor:
-    """The view ``spec`` describes, on ``device`` (default: the one it names)."""
-    dtype = DTYPES[spec["dtype"]]
-    raw = (folder / spec["file"]).read_bytes()
-    itemsize = torch.empty(0, dtype=dtype).element_size()
-    if len(raw) != spec["numel"] * itemsize:
-        raise ValueError(f"{spec['file']}: {len(raw)} bytes, expected {spec['numel'] * itemsize}")
-    base = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype) if raw else torch.empty(0, dtype=dtype)
-    base = base.to(device or spec["device"])
-    return base.as_strided(spec["shape"], spec["stride"], spec["offset"])
+from . import fixtures
+from .checks import GuardedAllocations, _span, explain_exception, shares_memory
+from .exchange import (MAX_OUTPUTS, MISSING, OK, PLAIN, RAISED, TIME_MODE, CallRequest, CallResponse, TensorSpec,
+                       load_tensor, notebook_namespace, read_request, tensor_spec, write_record, write_response)
+from .integrity import KernelLaunches, OperatorLog
+from .relaunch import LaunchRecord
+from .timing_harness import serve_timing
 
 
 def _plain(value: Any, depth: int = 0) -> Any:
@@ -76,122 +39,28 @@ def _plain(value: Any, depth: int = 0) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Evidence: which PyTorch operators a call ran outside its Triton launches, and where its output came from
-# ---------------------------------------------------------------------------------------------------
-
-class OperatorLog:
-    """Context manager recording the ATen operators run outside Triton launches, and data provenance.
-
-    ``ops`` counts operators by name. ``storages`` are the data pointers this call may legitimately
-    produce an output from: its inputs, fresh allocations, views and copies of those, and buffers passed
-    to a Triton launch. ``unknown_copies`` counts copies whose source is none of these (a tensor built from
-    NumPy or Python, say).
-    """
-
-    FRESH = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
-             "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full"}
-    COPIES = {"copy_", "_to_copy", "clone", "contiguous", "to"}
-    OUTSIDE = {"lift_fresh", "lift_fresh_copy"}
-
-    def __init__(self, inputs: list[torch.Tensor], launches: KernelLaunches, record: Any = None):
-        self.ops: dict[str, int] = {}
-        self.record = record   # a triton_course.relaunch.LaunchRecord: every operator is also written into it
-        self.known: set[int] = {t.untyped_storage().data_ptr() for t in inputs}
-        self.launches = launches
-        self.unknown_copies = 0
-        self._mode = None
-
-    def is_known(self, t: torch.Tensor) -> bool:
-        ptr = t.untyped_storage().data_ptr()
-        return ptr in self.known or ptr in self.launches.written
-
-    def __enter__(self) -> "OperatorLog":
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        log = self
-
-        class _Mode(TorchDispatchMode):
-            @classmethod
-            def _should_skip_dynamo(cls) -> bool:
-                """PyTorch would wrap ``__torch_dispatch__`` in ``torch._disable_dynamo``, whose first call imports
-                ``torch._dynamo`` (2 s of CPU in every graded process). It is done below, and only where
-                ``torch._dynamo`` is imported already: without it, torch.compile cannot be tracing the call."""
-                return False
-
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                if "torch._dynamo" in sys.modules:
-                    return _record_outside_dynamo(self, func, types, args, kwargs)
-                return _record(self, func, types, args, kwargs)
-
-        def _record(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            out = func(*args, **kwargs)
-            if inside_launch():
-                return out
-            name = func.overloadpacket.__name__
-            log.ops[name] = log.ops.get(name, 0) + 1
-            if log.record is not None:
-                log.record.on_op(func, args, kwargs, out)
-            if name in log.COPIES:
-                src = args[1] if name == "copy_" else args[0]
-                if isinstance(src, torch.Tensor) and src.device.type != "meta" and not log.is_known(src):
-                    log.unknown_copies += 1
-            # fresh allocations are known; views and copies are known when their source is (so data
-            # lifted from NumPy or Python by lift_fresh never becomes known by being viewed or copied)
-            source_known = bool(args) and isinstance(args[0], torch.Tensor) and log.is_known(args[0])
-            if name in log.FRESH or (name not in log.OUTSIDE and source_known and
-                                     (name in log.COPIES or _is_view(func))):
-                for t in (out if isinstance(out, (tuple, list)) else (out,)):
-                    if isinstance(t, torch.Tensor) and t.device.type != "meta":
-                        log.known.add(t.untyped_storage().data_ptr())
-            return out
-
-        _record_outside_dynamo = torch._disable_dynamo(_record, recursive=True)
-        self._mode = _Mode()
-        self._mode.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._mode.__exit__(*exc)
-
-
-def _is_view(func) -> bool:
-    try:
-        return bool(func._schema.returns) and any(r.alias_info is not None for r in func._schema.returns)
-    except Exception:
-        return False
-
-
-# ---------------------------------------------------------------------------------------------------
 # Serving one request
 # ---------------------------------------------------------------------------------------------------
-
-def _namespace() -> dict[str, Any]:
-    return vars(sys.modules["__main__"])
-
 
 def _sync(device: str) -> None:
     if device.startswith("cuda") and torch.cuda.is_available():
         torch.cuda.synchronize()
 
 
-def _respond(folder: Path, response: dict[str, Any]) -> None:
-    (folder / "response.json").write_text(json.dumps(response))
-
-
 def serve(folder: str) -> None:
-    """Answer the request in ``folder`` (``request.json``) with ``response.json`` and data files."""
+    """Answer the request in ``folder`` (:data:`triton_course.exchange.REQUEST`) with its response and data files
+    (:mod:`triton_course.exchange`)."""
     path = Path(folder)
-    req = json.loads((path / "request.json").read_text())
-    if req.get("mode") == "time":
-        from .timing_harness import serve_timing
-
+    req = read_request(path)
+    if req.get("mode") == TIME_MODE:
         return serve_timing(path, req)
-    fn = _namespace().get(req["fn"])
-    if fn is None or not callable(fn):
-        return _respond(path, {"status": "missing", "error": f"the notebook defines no function `{req['fn']}`"})
-    from . import fixtures
+    _serve_call(path, req)
 
+
+def _serve_call(path: Path, req: CallRequest) -> None:
+    fn = notebook_namespace().get(req["fn"])
+    if fn is None or not callable(fn):
+        return write_response(path, {"status": MISSING, "error": f"the notebook defines no function `{req['fn']}`"})
     args, tensors, made = [], [], []
 
     def decode(a: dict[str, Any]) -> Any:
@@ -206,10 +75,6 @@ def serve(folder: str) -> None:
 
     args = [decode(a) for a in req["args"]]
     kwargs = {k: decode(v) for k, v in req.get("kwargs", {}).items()}
-    from .checks import GuardedAllocations, explain_exception
-
-    from .relaunch import LaunchRecord
-
     record = LaunchRecord(tensors)
     launches = KernelLaunches(record)
     log = OperatorLog(tensors, launches, record)
@@ -220,11 +85,11 @@ def serve(folder: str) -> None:
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # the student's code failed: explain it in words, no Triton internals
-        return _respond(path, {"status": "raised", "error": explain_exception(exc, req.get("label", req["fn"])),
-                               "exception": type(exc).__name__, "launches": launches.count, "ops": log.ops,
-                               "fixtures": [f.state() for f in made]})
-    response: dict[str, Any] = {"status": "ok", "launches": launches.count, "ops": log.ops,
-                                "unknown_copies": log.unknown_copies, "fixtures": [f.state() for f in made]}
+        return write_response(path, {"status": RAISED, "error": explain_exception(exc, req.get("label", req["fn"])),
+                                     "exception": type(exc).__name__, "launches": launches.count, "ops": log.ops,
+                                     "fixtures": [f.state() for f in made]})
+    response: CallResponse = {"status": OK, "launches": launches.count, "ops": log.ops,
+                              "unknown_copies": log.unknown_copies, "fixtures": [f.state() for f in made]}
     if isinstance(got, (tuple, list)) and got and all(isinstance(g, torch.Tensor) for g in got):
         if len(got) > MAX_OUTPUTS:
             response["output"] = {"kind": "unsupported", "type": f"{type(got).__name__} of {len(got)} tensors"}
@@ -246,12 +111,12 @@ def serve(folder: str) -> None:
     response["inputs"] = [tensor_spec(t, path, f"input{i}") for i, t in enumerate(tensors)]
     returned = [g for g in (got if isinstance(got, (tuple, list)) else (got,)) if isinstance(g, torch.Tensor)]
     record.finish(returned)
-    (path / "record.json").write_text(json.dumps(record.as_dict()))
-    _respond(path, response)
+    write_record(path, record.as_dict())
+    write_response(path, response)
 
 
-def _output_spec(got: torch.Tensor, path: Path, name: str, allocs: "GuardedAllocations", launches: KernelLaunches,
-                 log: OperatorLog, inputs: list[torch.Tensor]) -> dict[str, Any]:
+def _output_spec(got: torch.Tensor, path: Path, name: str, allocs: GuardedAllocations, launches: KernelLaunches,
+                 log: OperatorLog, inputs: list[torch.Tensor]) -> TensorSpec:
     """One returned tensor: its storage's bytes, and the evidence the judge holds it to.
 
     ``guard_pad`` is set when the tensor covers exactly the span of a guarded allocation (the allocation

@@ -7,6 +7,11 @@
   earns nothing.
 * :class:`LaunchesPerCall` -- the same count set against the number of calls while a kernel is timed:
   the performance checks give nothing to a function that skips its launch on repeated calls.
+* :class:`OperatorLog` -- the PyTorch operators a call ran outside its Triton launches, and where its output
+  came from: what the harness (:mod:`triton_course.harness`, :mod:`triton_course.timing_harness`) reports.
+* :func:`note_launches`, :func:`launched_kernels` -- which kernels a function's checked calls launched (as
+  Triton kernel objects, or as :class:`KernelSource` where the grader re-ran them), for
+  :func:`triton_course.static.check_masked_loads`.
 
 All of this runs in the student's process, so it is evidence, never the defence: the verdict is decided
 by the grader's judge in another process (:mod:`grader.judge`), which checks every output itself.
@@ -17,8 +22,11 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import sys
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 #: Set by the grader: checks require that the student's function launched a Triton kernel.
@@ -181,3 +189,128 @@ class LaunchesPerCall:
 
     def __exit__(self, *exc: object) -> None:
         self._launches.__exit__(*exc)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Evidence: which PyTorch operators a call ran outside its Triton launches, and where its output came from
+# ---------------------------------------------------------------------------------------------------
+
+class OperatorLog:
+    """Context manager recording the ATen operators run outside Triton launches, and data provenance.
+
+    ``ops`` counts operators by name. ``storages`` are the data pointers this call may legitimately
+    produce an output from: its inputs, fresh allocations, views and copies of those, and buffers passed
+    to a Triton launch. ``unknown_copies`` counts copies whose source is none of these (a tensor built from
+    NumPy or Python, say).
+    """
+
+    FRESH = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+             "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full"}
+    COPIES = {"copy_", "_to_copy", "clone", "contiguous", "to"}
+    OUTSIDE = {"lift_fresh", "lift_fresh_copy"}
+
+    def __init__(self, inputs: list[Any], launches: KernelLaunches, record: Any = None):
+        self.ops: dict[str, int] = {}
+        self.record = record   # a triton_course.relaunch.LaunchRecord: every operator is also written into it
+        self.known: set[int] = {t.untyped_storage().data_ptr() for t in inputs}
+        self.launches = launches
+        self.unknown_copies = 0
+        self._mode = None
+
+    def is_known(self, t: Any) -> bool:
+        ptr = t.untyped_storage().data_ptr()
+        return ptr in self.known or ptr in self.launches.written
+
+    def __enter__(self) -> "OperatorLog":
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        log = self
+
+        class _Mode(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                """PyTorch would wrap ``__torch_dispatch__`` in ``torch._disable_dynamo``, whose first call imports
+                ``torch._dynamo`` (2 s of CPU in every graded process). It is done below, and only where
+                ``torch._dynamo`` is imported already: without it, torch.compile cannot be tracing the call."""
+                return False
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if "torch._dynamo" in sys.modules:
+                    return _record_outside_dynamo(self, func, types, args, kwargs)
+                return _record(self, func, types, args, kwargs)
+
+        def _record(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if inside_launch():
+                return out
+            name = func.overloadpacket.__name__
+            log.ops[name] = log.ops.get(name, 0) + 1
+            if log.record is not None:
+                log.record.on_op(func, args, kwargs, out)
+            if name in log.COPIES:
+                src = args[1] if name == "copy_" else args[0]
+                if isinstance(src, torch.Tensor) and src.device.type != "meta" and not log.is_known(src):
+                    log.unknown_copies += 1
+            # fresh allocations are known; views and copies are known when their source is (so data
+            # lifted from NumPy or Python by lift_fresh never becomes known by being viewed or copied)
+            source_known = bool(args) and isinstance(args[0], torch.Tensor) and log.is_known(args[0])
+            if name in log.FRESH or (name not in log.OUTSIDE and source_known and
+                                     (name in log.COPIES or _is_view(func))):
+                for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                    if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                        log.known.add(t.untyped_storage().data_ptr())
+            return out
+
+        _record_outside_dynamo = torch._disable_dynamo(_record, recursive=True)
+        self._mode = _Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._mode.__exit__(*exc)
+
+
+def _is_view(func) -> bool:
+    try:
+        return bool(func._schema.returns) and any(r.alias_info is not None for r in func._schema.returns)
+    except Exception:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------------
+# Which kernels a function's checked calls launched
+# ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KernelSource:
+    """The source of a kernel of a handed-in notebook, read by the grader (never run)."""
+
+    name: str
+    src: str
+
+
+_LAUNCHED: "weakref.WeakKeyDictionary[Any, list[object]]" = weakref.WeakKeyDictionary()
+
+
+def note_launches(fn: object, kernels: Iterable[object]) -> None:
+    """Remember that a call of ``fn`` launched ``kernels`` (Triton kernel objects, or :class:`KernelSource`).
+
+    :func:`triton_course.checks.check` notes each call of a notebook function; the grader's judge notes, for its
+    proxy of a student's function, the kernels of each launch record it re-ran and accepted."""
+    try:
+        seen = _LAUNCHED.setdefault(fn, [])
+    except TypeError:      # an object that cannot be weakly referenced (a builtin): nothing to remember it by
+        return
+    for kernel in kernels:
+        if not any(kernel is k or (isinstance(k, KernelSource) and kernel == k) for k in seen):
+            seen.append(kernel)
+
+
+def launched_kernels(fn: object) -> list[object]:
+    """Every kernel the noted calls of ``fn`` launched (:func:`note_launches`), first launch first."""
+    try:
+        return list(_LAUNCHED.get(fn, []))
+    except TypeError:
+        return []

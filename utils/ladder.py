@@ -37,7 +37,7 @@ H200_DOCUMENTED: tuple[Level, ...] = (
           "H100 whitepaper; banks from the CUDA C++ Programming Guide"),
     Level("L2", "50 MB on the H100 (the H200's driver reports 60 MiB)",
           "not quoted by NVIDIA: measured below",
-          "H100 whitepaper; results/01_gpu_model.json for the H200"),
+          "H100 whitepaper; solutions/01_gpu_model/records/01_gpu_model.json for the H200"),
     Level("HBM3e", "141 GB", "4.8 TB/s", "NVIDIA H200 datasheet"),
 )
 

@@ -10,24 +10,10 @@ from __future__ import annotations
 
 import shutil
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CONFIG_NAME = "course.toml"
-
-#: The nbgrader assignment ids, in course order; each is also the chapter's folder and notebook name.
-CHAPTERS: dict[str, str] = {
-    "01_gpu_model": "GPU model and occupancy",
-    "02_benchmarking": "Benchmarking and profiling",
-    "03_vector_add": "Vector addition",
-    "04_gelu": "GELU",
-    "05_softmax": "Softmax",
-    "06_rmsnorm": "RMSNorm",
-    "07_matmul_relu": "Matmul + ReLU tiling",
-    "08_fusion": "Fusion analysis",
-    "09_attention": "Attention offsets",
-}
-
 
 class ConfigError(ValueError):
     """``course.toml`` is missing, unreadable or lacks a setting; the message names the file and the key."""
@@ -44,6 +30,7 @@ class CourseConfig:
     import_name: str         # what notebooks import
     instructor_package: str  # the pip name of the instructor wheel
     mirror: str              # a package-index mirror to suggest when the default index is unreachable
+    chapters: dict[str, str] = field(default_factory=dict)   # assignment id -> title, in course order
 
     @property
     def github_repo(self) -> str:
@@ -69,6 +56,20 @@ def config_path() -> Path:
     raise ConfigError(f"no {CONFIG_NAME} in {here} or {here.parent}: the course helpers need it")
 
 
+def _chapters(path: Path, data: dict) -> dict[str, str]:
+    """The ``[chapters]`` table: id -> title, in the file's order; an id must be a folder-safe name that
+    starts with its two-digit number (``03_vector_add``)."""
+    table = data.get("chapters")
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(f"{path}: [chapters] must list the chapters, one `id = \"title\"` line each")
+    for chapter, title in table.items():
+        if not (len(chapter) > 3 and chapter[:2].isdigit() and chapter[2] == "_" and chapter[3:].isidentifier()):
+            raise ConfigError(f"{path}: [chapters] id {chapter!r} must look like 03_vector_add")
+        if not isinstance(title, str) or not title.strip():
+            raise ConfigError(f"{path}: [chapters] {chapter} needs a title")
+    return {chapter: title.strip() for chapter, title in table.items()}
+
+
 def read_config(path: Path | None = None) -> CourseConfig:
     """Parse ``course.toml`` (by default the one :func:`config_path` finds); a clear error names what is wrong."""
     path = path or config_path()
@@ -88,7 +89,7 @@ def read_config(path: Path | None = None) -> CourseConfig:
                           student_package=setting("packages", "student"),
                           import_name=setting("packages", "import_name"),
                           instructor_package=setting("packages", "instructor"),
-                          mirror=setting("install", "mirror"))
+                          mirror=setting("install", "mirror"), chapters=_chapters(path, data))
     if not config.import_name.isidentifier():
         raise ConfigError(f"{path}: [packages] import_name must be a Python identifier, not {config.import_name!r}")
     config.github_repo  # noqa: B018 -- validates the URL
@@ -96,6 +97,9 @@ def read_config(path: Path | None = None) -> CourseConfig:
 
 
 CONFIG = read_config()
+#: The nbgrader assignment ids, in course order, and their titles (``course.toml``'s ``[chapters]``); each id is
+#: also the chapter's folder and notebook name.
+CHAPTERS: dict[str, str] = CONFIG.chapters
 VERSION = CONFIG.version
 GITHUB_REPO = CONFIG.github_repo
 BRANCH = CONFIG.branch

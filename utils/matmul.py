@@ -9,6 +9,8 @@ median time. The yardstick is the vendor library measured in the same process (c
 * :func:`dot_uses_tensor_cores` -- whether ``tl.dot`` reaches tensor cores on this device;
 * :func:`reference`, :func:`tolerance`, :func:`make`, :data:`HINTS` -- the check of ``matmul_relu`` and the
   hints that name its known traps, each only on its own symptom;
+* :func:`launch_config` -- the launch rule the chapter gives: tiles, warps and pipeline depth from the shape and
+  the GPU (its SM count and shared memory);
 * :func:`launch` -- the chapter's kernel launched with given meta-parameters, for the experiments;
 * :func:`programs_per_wave` -- the programs that run at once on the running GPU (SMs x programs per SM);
 * :func:`compile_report` -- a kernel compiled for a GPU that need not be here (sm_90 by default), and
@@ -16,16 +18,17 @@ median time. The yardstick is the vendor library measured in the same process (c
   memory and its swizzled layout;
 * :func:`wavefronts` -- shared-memory bank conflicts of one warp's access, for the swizzling cell;
 * :func:`kernel_table`, :func:`read_kernel_name` -- the GPU kernels a call runs, and what their names say;
-* :func:`recorded_sweep`, :func:`recorded_focus` -- the H200 figures of ``results/sweeps/matmul_sweep.py`` (and of
+* :func:`recorded_sweep`, :func:`recorded_focus` -- the H200 figures of ``lab/sweeps/matmul_sweep.py`` (and of
   its ``--focus`` mode), shown beside a student's run;
-* :func:`compile_tma_reports` -- what the compiler made of the reference's Hopper kernel (tensor descriptors),
-  registers and spills included;
+* :func:`compile_tma_reports` -- what the compiler made of the fast path's Hopper kernel (tensor descriptors,
+  :mod:`triton_course.matmul_fast`), registers and spills included;
 * :func:`flops_sweep` and :func:`plot_flops` -- TFLOP/s against size for several implementations;
 * :func:`tflops_points` -- the performance check of a hidden test (a fraction of torch's TFLOP/s).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -95,9 +98,7 @@ def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
     dev = current()
     remote = hasattr(fn, "remote_call")
     if remote:
-        from grader.judge_timing import timing_on_cpu
-
-        on_cpu = dev.interpreted and timing_on_cpu()
+        on_cpu = dev.interpreted and fn.judge_timing.protocol_only
     else:
         on_cpu = False
     if dev.interpreted and not on_cpu:
@@ -131,9 +132,9 @@ def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
     verdict = (f"{what}: {ours:,.1f} TFLOP/s = {ours / theirs:.0%} of {baseline_name} ({theirs:,.1f} TFLOP/s); "
                f"target {fraction:.0%}")
     if ours < fraction * theirs:
-        raise CheckFailed(verdict + ". Are the tiles large enough (at least 64x64) for tensor cores, is "
-                          "the accumulator float32, and do the autotuning configs include pipelining "
-                          "(num_stages 3-4) and grouped ordering?")
+        raise CheckFailed(verdict + ". Does the launcher take launch_config's tiles, warps and stages (at "
+                          "least 64x64 tiles for tensor cores, num_stages 3-4 for pipelining), is the "
+                          "accumulator float32, and does the kernel follow GROUP_M's grouped order?")
     print(verdict + ": passed")
     return float(points)
 
@@ -148,8 +149,6 @@ def _remote_tflops(fn, baseline: Callable[..., object], make_inputs: Callable[[]
     import time
 
     import torch
-
-    from grader.judge_timing import best_verified_ms
 
     templates = list(make_inputs())
     # the student's own sandboxes are frozen too: their threads or queued work must not slow the baseline
@@ -166,8 +165,8 @@ def _remote_tflops(fn, baseline: Callable[..., object], make_inputs: Callable[[]
             baseline(*templates)
             theirs_ms = max((time.perf_counter() - t0) * 1e3, 1e-6)
     theirs = tflops(flops, theirs_ms)
-    ours = tflops(flops, best_verified_ms(fn, templates, reference, tolerances, what=what,
-                                          good_enough=lambda ms: tflops(flops, ms) >= fraction * theirs))
+    ours = tflops(flops, fn.judge_timing.best_verified_ms(templates, reference, tolerances, what=what,
+                                                          good_enough=lambda ms: tflops(flops, ms) >= fraction * theirs))
     return ours, theirs
 
 
@@ -309,6 +308,94 @@ HINTS = [
 
 
 # ---------------------------------------------------------------------------------------------------
+# The launch rule: tiles, warps and pipeline depth for the chapter's kernel (given code, not the exercise)
+# ---------------------------------------------------------------------------------------------------
+
+#: Tiles the rule picks from where ``tl.dot`` uses tensor cores, largest first: (BLOCK_M, BLOCK_N, num_warps).
+#: Bigger tiles do more multiply-adds per byte loaded (``BLOCK_M*BLOCK_N/(BLOCK_M+BLOCK_N)`` FLOP per byte) but
+#: number fewer; 128 x 256 keeps a 128 KB accumulator in the registers of 8 warps (128 float32 per thread).
+TENSOR_CORE_TILES = ((128, 256, 8), (128, 128, 4), (64, 128, 4), (64, 64, 4))
+#: Elements along K per step of the K loop on tensor cores: 128 bytes of a 16-bit row, one swizzled line.
+TENSOR_CORE_BLOCK_K = 64
+#: Program order: groups of 8 tile rows (the GROUP_M experiment's fastest on the recorded H200, with 16).
+GROUP_M = 8
+#: The pipeline: at most this many K steps in flight (Hopper fits 4 of 128 x 256 x 64), and a tensor-core tile is
+#: taken only where at least MIN_STAGES fit in the GPU's shared memory.
+MAX_STAGES, MIN_STAGES = 4, 3
+#: Under the interpreter: small tiles, so that a CPU run visits several tiles, groups and K steps at small sizes.
+INTERPRETER_LAUNCH = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, num_warps=4, num_stages=1)
+#: Where ``tl.dot`` runs on FMA units (a T4, compute capability 7.5: 64 KB of shared memory, no ``cp.async`` to
+#: pipeline with): small tiles, over 8 warps (with 4, a thread's share of the products spills its registers there).
+FMA_LAUNCH = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, num_warps=8, num_stages=2)
+#: Shared memory one program may use, by compute capability (the CUDA programming guide), for when no GPU can be
+#: asked (on one, ``shared_memory_per_block_optin`` of its properties).
+SHARED_MEMORY_BY_CC = {(7, 5): 65536, (8, 0): 166912, (8, 6): 101376, (8, 7): 166912, (8, 9): 101376,
+                       (9, 0): 232448, (10, 0): 232448, (12, 0): 101376}
+
+
+def shared_memory_per_program(compute_capability: tuple[int, int] | None = None) -> int:
+    """Bytes of shared memory one program may use: the running GPU's (given no compute capability), else
+    :data:`SHARED_MEMORY_BY_CC`'s entry (the nearest earlier one of the same major version)."""
+    if compute_capability is None:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        optin = getattr(props, "shared_memory_per_block_optin", None)
+        if optin:
+            return int(optin)
+        compute_capability = (props.major, props.minor)
+    cc = tuple(compute_capability)
+    known = [k for k in SHARED_MEMORY_BY_CC if k[0] == cc[0] and k <= cc]
+    return SHARED_MEMORY_BY_CC[max(known)] if known else min(SHARED_MEMORY_BY_CC.values())
+
+
+def launch_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16, *, sms: int | None = None,
+                  compute_capability: tuple[int, int] | None = None,
+                  shared_memory: int | None = None) -> dict[str, int]:
+    """Meta-parameters of the chapter's kernel for an [m, k] @ [k, n] product of ``dtype``: ``BLOCK_M``,
+    ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M``, ``num_warps``, ``num_stages``, ready for ``kernel[grid](..., **meta)``.
+
+    On a GPU whose ``tl.dot`` uses tensor cores: the largest tile of :data:`TENSOR_CORE_TILES` of which there are
+    at least half as many as the GPU has SMs (one wave: a program per SM), so that a small product is not left to
+    a few SMs; with as many pipeline stages as fit in shared memory, up to :data:`MAX_STAGES` (a tile that fits
+    fewer than :data:`MIN_STAGES` is passed over). Where no tile is numerous enough, the smallest that fits. On an
+    H200 (132 SMs, 227 KB): 128 x 256 x 64 with 4 stages at 4096^3, 64 x 128 x 64 at 1024^3. Elsewhere
+    :data:`FMA_LAUNCH` (no tensor cores) or :data:`INTERPRETER_LAUNCH`. ``sms``, ``compute_capability`` and
+    ``shared_memory`` describe another GPU than this process's (the course's tests use them)."""
+    if compute_capability is None:   # this process's GPU
+        dev = current()
+        if dev.interpreted:
+            return dict(INTERPRETER_LAUNCH)
+        if dev.compute_capability < (8, 0):
+            return dict(FMA_LAUNCH)
+        sms = sms or dev.sms or programs_per_wave()[0]
+        shared_memory = shared_memory or shared_memory_per_program()
+    elif tuple(compute_capability) < (8, 0):
+        return dict(FMA_LAUNCH)
+    else:
+        shared_memory = shared_memory or shared_memory_per_program(tuple(compute_capability))
+        if sms is None:
+            raise ValueError("launch_config for another GPU than this process's needs its SM count (sms)")
+    return dict(_tensor_core_launch(m, n, dtype.itemsize, sms, shared_memory))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tensor_core_launch(m: int, n: int, element_size: int, sms: int, shared_memory: int) -> tuple:
+    """:func:`launch_config` on tensor cores, as (name, value) pairs (kept per shape: the host's time per call)."""
+    fitting = None
+    for block_m, block_n, warps in TENSOR_CORE_TILES:
+        stage_bytes = (block_m + block_n) * TENSOR_CORE_BLOCK_K * element_size   # a block of A and one of B
+        stages = min(MAX_STAGES, shared_memory // stage_bytes)
+        if stages < MIN_STAGES:
+            continue
+        fitting = dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=TENSOR_CORE_BLOCK_K, GROUP_M=GROUP_M,
+                       num_warps=warps, num_stages=stages)
+        if 2 * -(-m // block_m) * -(-n // block_n) >= sms:
+            break
+    if fitting is None:
+        raise ValueError(f"no tile of {TENSOR_CORE_TILES} fits {MIN_STAGES} stages in {shared_memory} bytes")
+    return tuple(fitting.items())
+
+
+# ---------------------------------------------------------------------------------------------------
 # Experiments: the chapter's kernel with chosen meta-parameters
 # ---------------------------------------------------------------------------------------------------
 
@@ -340,7 +427,8 @@ def programs_per_wave(kernel=None, a: torch.Tensor | None = None, b: torch.Tenso
     """``(programs that run at once, how that was found)``: the running GPU's SM count
     (``multi_processor_count``) times the programs of ``kernel`` launched on ``a``, ``b`` with ``meta`` that fit on
     one SM, as the CUDA driver counts them (one per SM when no kernel is given). Without a GPU, the interpreter
-    has no SMs: the figures recorded on a GPU in ``results/01_gpu_model.json`` stand in, and the text says so."""
+    has no SMs: the figures recorded on a GPU in ``solutions/01_gpu_model/records/01_gpu_model.json`` stand in,
+    and the text says so."""
     dev = current()
     if dev.is_gpu:
         props = torch.cuda.get_device_properties(a.device if a is not None else torch.cuda.current_device())
@@ -359,7 +447,8 @@ def _recorded_wave(meta: dict) -> tuple[int, str]:
     from .gpus import GPU_SPECS, spec_for
     data, _ = recorded("01_gpu_model")
     spec = spec_for((data or {}).get("device", "")) or GPU_SPECS["H200"]
-    source = "results/01_gpu_model.json" if data else "its datasheet (results/01_gpu_model.json is not here)"
+    path = "solutions/01_gpu_model/records/01_gpu_model.json"
+    source = path if data else f"its datasheet ({path} is not here)"
     name = (f"tile_matmul {meta.get('BLOCK_M')}x{meta.get('BLOCK_N')}x{meta.get('BLOCK_K')} "
             f"stages={meta.get('num_stages')}")
     per_sm = next((k["driver_active_blocks"] for k in (data or {}).get("kernels", [])
@@ -555,8 +644,9 @@ def _run_compile_driver(kernel, jobs: list[dict]) -> list[CompileReport]:
 
 
 def compile_tma_reports(kernel, cases: Sequence[dict]) -> list[CompileReport]:
-    """Compile the reference's Hopper kernel (chapter 07's ``matmul_relu_tma_kernel``: descriptors of a, b,
-    b's extra columns, c and c's extra columns, then the pieces' buffer and five integers) once per case:
+    """Compile the fast path's Hopper kernel (:mod:`triton_course.matmul_fast`'s ``matmul_relu_tma_kernel``:
+    descriptors of a, b, b's extra columns, c and c's extra columns, then the pieces' buffer and five integers)
+    once per case:
     ``tile`` (its meta-parameters, ``num_stages`` and ``num_warps`` among them), ``transpose_b``,
     ``split_tail``, and optionally ``dtype`` (float16), ``programs`` (132) and ``arch`` (90). Needs no GPU."""
     jobs = []
@@ -691,20 +781,37 @@ FOCUS_FILE = "07_matmul_relu_focus.json"
 ALIGNMENT_FILE = "07_matmul_relu_alignment.json"
 
 
+def _recorded_07(file: str, made_by: str) -> tuple[dict | None, str]:
+    """:func:`triton_course.gpus.recorded` for one of chapter 07's records other than its own
+    (``solutions/07_matmul_relu/records/<file>``)."""
+    from .gpus import record_path
+
+    path = record_path("07_matmul_relu", file.removesuffix(".json"))
+    shown = f"solutions/07_matmul_relu/records/{path.name}"
+    if not path.exists():
+        return None, (f"no recorded figures: {shown} is not in this copy of the course; it is made on a GPU by "
+                      f"`{made_by}`")
+    data = json.loads(path.read_text())
+    where = data.get("device", "GPU").replace("NVIDIA ", "")
+    return data, f"recorded on an {where} ({shown}, made by `{data.get('command', '?')}`)"
+
+
 def recorded_sweep() -> tuple[dict | None, str]:
-    """``(results/07_matmul_relu_sweep.json as a dict, "recorded on an H200 (..., made by `...`)")``, or
-    ``(None, why)`` when this copy of the course has no such file."""
-    return recorded(SWEEP_FILE.removesuffix(".json"), made_by="python results/sweeps/matmul_sweep.py")
+    """``(solutions/07_matmul_relu/records/07_matmul_relu_sweep.json as a dict, "recorded on an H200 (..., made by
+    `...`)")``, or ``(None, why)`` when this copy of the course has no such file. Its "reference" is the fast path
+    (:mod:`triton_course.matmul_fast`)."""
+    return _recorded_07(SWEEP_FILE, "python lab/sweeps/matmul_sweep.py")
 
 
 def recorded_focus() -> tuple[dict | None, str]:
-    """``(results/07_matmul_relu_focus.json as a dict, "recorded on an H200 (...)")``: the reference's Hopper
-    path and its candidate tiles at the shapes where the first sweep fell short; ``(None, why)`` without it."""
-    return recorded(FOCUS_FILE.removesuffix(".json"), made_by="python results/sweeps/matmul_sweep.py --focus")
+    """``(solutions/07_matmul_relu/records/07_matmul_relu_focus.json as a dict, "recorded on an H200 (...)")``: the
+    fast path's Hopper tiles (:mod:`triton_course.matmul_fast`, "reference" in the file) and its candidate tiles
+    at the shapes where the first sweep fell short; ``(None, why)`` without it."""
+    return _recorded_07(FOCUS_FILE, "python lab/sweeps/matmul_sweep.py --focus")
 
 
 def recorded_alignment() -> tuple[dict | None, str]:
-    """``(results/07_matmul_relu_alignment.json as a dict, "recorded on an H200 (...)")``: the reference and
-    cuBLAS at sizes near 3000 and at 3000^3 with every row moved onto a 128-byte boundary; ``(None, why)``
-    without it."""
-    return recorded(ALIGNMENT_FILE.removesuffix(".json"), made_by="python results/sweeps/matmul_alignment.py")
+    """``(solutions/07_matmul_relu/records/07_matmul_relu_alignment.json as a dict, "recorded on an H200 (...)")``:
+    the fast path ("reference" in the file) and cuBLAS at sizes near 3000 and at 3000^3 with every row moved onto
+    a 128-byte boundary; ``(None, why)`` without it."""
+    return _recorded_07(ALIGNMENT_FILE, "python lab/sweeps/matmul_alignment.py")

@@ -38,6 +38,10 @@ from typing import Any
 
 import torch
 
+from .checks import explain_exception
+from .exchange import (OK, RAISED, REFUSED, RelaunchRequest, RelaunchResponse, load_tensor, read_request, tensor_spec,
+                       write_response)
+
 #: PyTorch operators a launcher may run outside its kernels: allocation, views, copies, input checks.
 ALLOWED_OPS = frozenset({
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
@@ -163,13 +167,20 @@ def _attribute_chain(node: ast.Attribute) -> tuple[ast.expr, list[str]]:
     return current, attrs[::-1]
 
 
+#: The course modules whose ``@triton.jit`` helpers a student's kernel may call: none today. The course's own
+#: kernels (the fast paths of chapters 07 and 09, ``triton_course.matmul_fast`` and ``attention_fast``) are the
+#: course's work, not the student's: a kernel that calls them, or a graded call that launches them, earns nothing.
+GIVEN_HELPER_MODULES: frozenset[str] = frozenset()
+
+
 def _object_allowed(obj: Any, via_course: bool) -> bool:
-    """Whether a kernel may use ``obj``, found by following module attributes: a course or language
-    ``@triton.jit`` function, or (not through the course's modules) an object of Triton's language or math."""
+    """Whether a kernel may use ``obj``, found by following module attributes: a language ``@triton.jit``
+    function or one of :data:`GIVEN_HELPER_MODULES`, or (not through the course's modules) an object of Triton's
+    language or math."""
     if isinstance(obj, _jit_classes()):
         fn = _python_function(obj)
         module = getattr(fn, "__module__", "") or ""
-        return module.split(".")[0] == "triton_course" or _language_module(module)
+        return module in GIVEN_HELPER_MODULES or _language_module(module)
     if via_course:
         return False
     while isinstance(obj, functools.partial):   # the interpreter binds some of the language's functions so
@@ -230,7 +241,7 @@ def _import_problems(kernel: str, gname: str, spec: dict[str, Any]) -> list[str]
 def kernel_source_problems(name: str, source: str, globals_spec: dict[str, Any]) -> list[str]:
     """Why a recorded kernel's source is not a plain Triton function ([] if it is). Under the interpreter a
     kernel is Python, so it may name only triton.language, math, its own arguments, its recorded constants and
-    the course's ``@triton.jit`` helpers: every attribute chain that starts at a module global is followed here,
+    the ``@triton.jit`` helpers the course gives (:data:`GIVEN_HELPER_MODULES`): every attribute chain that starts at a module global is followed here,
     through modules only, and must end at one of those; attributes of values must be Triton's."""
     try:
         body = ast.parse(source).body
@@ -373,7 +384,7 @@ class LaunchRecord:
     """What one call did that can be re-run without its Python: launches and allowed memory operators.
 
     Filled by :class:`triton_course.integrity.KernelLaunches` (:meth:`on_launch`) and
-    :class:`triton_course.harness.OperatorLog` (:meth:`on_op`) while the call runs; :meth:`as_dict` is what
+    :class:`triton_course.integrity.OperatorLog` (:meth:`on_op`) while the call runs; :meth:`as_dict` is what
     the judge reads. ``problems`` lists what could not be recorded (the judge refuses such a record)."""
 
     def __init__(self, inputs: list[torch.Tensor], storages: StorageIds = STORAGES):
@@ -723,10 +734,8 @@ class _Relaunch:
         self.storages[int(sid)] = base
 
     # -- one request -----------------------------------------------------------------------------------
-    def run(self, folder: Path) -> dict[str, Any]:
-        from .harness import load_tensor, tensor_spec
-
-        req = json.loads((folder / "request.json").read_text())
+    def run(self, folder: Path) -> RelaunchResponse:
+        req: RelaunchRequest = read_request(folder)
         record, device = req["record"], str(req.get("device", "cpu"))
         if record.get("nonce") != self.nonce:   # another student process: nothing of the last one is alive
             self.storages.clear()
@@ -756,7 +765,7 @@ class _Relaunch:
                              **{k: self.value(v, device) for k, v in step["kwargs"].items()})
         if device.startswith("cuda"):
             torch.cuda.synchronize()
-        response: dict[str, Any] = {"status": "ok", "outputs": [], "inputs": []}
+        response: RelaunchResponse = {"status": OK, "outputs": [], "inputs": []}
         for i, ref in enumerate(record["outputs"]):
             response["outputs"].append(tensor_spec(self.tensor(ref), folder, f"relaunched{i}"))
         for i, (view, spec) in enumerate(inputs):
@@ -797,20 +806,20 @@ def _start(workdir: Path | None = None) -> _Relaunch:
 
 
 def serve_request(folder: str | Path) -> None:
-    """Re-run the record in ``folder`` (``request.json``, the inputs' files); answer with ``response.json``."""
+    """Re-run the record in ``folder`` (a :class:`triton_course.exchange.RelaunchRequest`, the inputs' files);
+    answer with a :class:`triton_course.exchange.RelaunchResponse`."""
     path = Path(folder)
     state = _start()
+    response: RelaunchResponse
     try:
         response = state.run(path)
     except KeyboardInterrupt:
         raise
     except RelaunchError as exc:
-        response = {"status": "refused", "error": str(exc)}
+        response = {"status": REFUSED, "error": str(exc)}
     except BaseException as exc:  # the kernels failed when re-run: explain it as for the call itself
-        from .checks import explain_exception
-
-        response = {"status": "raised", "error": explain_exception(exc, "re-run alone, a launch")}
-    (path / "response.json").write_text(json.dumps(response))
+        response = {"status": RAISED, "error": explain_exception(exc, "re-run alone, a launch")}
+    write_response(path, response)
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,7 @@
 * input makers for the traps: :func:`strided_rows`, :func:`with_neg_inf`;
 * :func:`warps_per_sm` -- how many warps one SM of this GPU holds, for sizing persistent grids;
 * :func:`recorded_launch_gbps` -- the GB/s an H200 recorded for each launch shape of a row kernel
-  (results/05_softmax_launch_sweep.json, results/06_rmsnorm_launch_sweep.json), to print beside the
+  (solutions/05_softmax/records/05_softmax_launch_sweep.json, solutions/06_rmsnorm/records/06_rmsnorm_launch_sweep.json), to print beside the
   launch sweep a student runs (chapters 05 and 06);
 * :func:`rule_against_sweeps` -- for a launch rule (``softmax_config``), at every shape both softmax sweeps
   measured: the launch it picks, what that launch recorded, the fastest launch and the best peer.
@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import json
-import pathlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from functools import lru_cache
 import torch
 
 from .checks import Comparison, Hint, tolerance_for
+from .gpus import record_path
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
@@ -253,14 +253,11 @@ def warps_per_sm(default: int = 64) -> int:
     return int(getattr(props, "max_threads_per_multi_processor", 32 * default)) // 32
 
 
-RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
-
-
 def recorded_launch_gbps(chapter: str, width: int) -> tuple[dict[tuple[int, int], float], str]:
     """GB/s recorded for the plain tile kernel of ``chapter`` ("05_softmax" or "06_rmsnorm") at rows of
     ``width`` elements, by (rows per program, num_warps), first round of the launch sweep; and a line
     saying where and how they were recorded. Empty when the results file is not there."""
-    path = RESULTS / f"{chapter}_launch_sweep.json"
+    path = record_path(chapter, f"{chapter}_launch_sweep")
     if not path.exists():
         return {}, f"{path.name} not found: no recorded figures to compare with"
     data = json.loads(path.read_text())
@@ -272,11 +269,11 @@ def recorded_launch_gbps(chapter: str, width: int) -> tuple[dict[tuple[int, int]
             rows, warps = name.removeprefix("tile rows").split("/w")
             figures[int(rows), int(warps)] = gbps
     source = (f"recorded on an {data['device']} ({data['rows']} rows, copy bandwidth {data['copy_gbps']:,.0f} GB/s; "
-              f"results/{path.name}, made by `{data['command']}`)")
+              f"solutions/{chapter}/records/{path.name}, made by `{data['command']}`)")
     return figures, source
 
 
-#: The peers the gaps sweep times beside the launch shapes (results/sweeps/launch_sweep.py softmax-gaps).
+#: The peers the gaps sweep times beside the launch shapes (lab/sweeps/launch_sweep.py softmax-gaps).
 PEERS = ("torch.softmax", "torch.compile", "Liger LigerSoftmax")
 
 
@@ -317,17 +314,17 @@ def _launch_figures(shape: dict) -> dict[tuple[int, int, bool], float]:
     return figures
 
 
-#: Sweeps timed from CUDA graphs (results/sweeps/graph_timing.py: one launch within 0.6% of itself, where the
+#: Sweeps timed from CUDA graphs (lab/sweeps/graph_timing.py: one launch within 0.6% of itself, where the
 #: back-to-back sweeps put it up to 6% apart); at a shape they measured, they replace the back-to-back figures.
 GRAPH_SWEEPS = ("05_softmax_small_graphs.json", "05_softmax_gaps_graphs.json")
 
 
 def rule_against_sweeps(config: Callable[[int, int, int], tuple[int, int, int, bool]]) -> list[RulePick]:
     """``config(n_rows, n_cols, element_size) -> (BLOCK_N, ROWS, num_warps, STREAM)`` at every shape of
-    results/05_softmax_launch_sweep.json (float32, 4096 rows), results/05_softmax_gaps_sweep.json and the sweeps of
+    solutions/05_softmax/records/05_softmax_launch_sweep.json (float32, 4096 rows), solutions/05_softmax/records/05_softmax_gaps_sweep.json and the sweeps of
     :data:`GRAPH_SWEEPS` (which replace the others at the shapes they timed); empty when none is in this copy."""
     picks: dict[str, RulePick] = {}
-    launch = RESULTS / "05_softmax_launch_sweep.json"
+    launch = record_path("05_softmax", "05_softmax_launch_sweep")
     if launch.exists():
         data = json.loads(launch.read_text())
         for width, shape in data["widths"].items():
@@ -337,7 +334,7 @@ def rule_against_sweeps(config: Callable[[int, int, int], tuple[int, int, int, b
             picks[key] = RulePick(key, (rows, warps, stream), figures.get((rows, warps, stream)),
                                   max(figures.items(), key=lambda kv: kv[1]), None, launch.name)
     for name in ("05_softmax_gaps_sweep.json", *GRAPH_SWEEPS):
-        path = RESULTS / name
+        path = record_path("05_softmax", name.removesuffix(".json"))
         if not path.exists():
             continue
         for key, shape in json.loads(path.read_text())["shapes"].items():

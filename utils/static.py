@@ -16,10 +16,11 @@ read where they are called, with the values they are called with.
 
 :func:`check_masked_loads` checks the kernels it is given and every kernel that a function's checked calls
 launched (``launched_by``), and the notebook kernels those call. Where the calls ran is recorded by
-:func:`note_launches`: :func:`triton_course.checks.check` notes the kernels each call of a notebook function
-launched (:class:`triton_course.integrity.KernelLaunches`), and the grader's judge notes, for its proxy of that
-function, the kernels of each launch record it re-ran and accepted, as :class:`KernelSource` (source text,
-never run). One call, ``check_masked_loads(add_kernel, launched_by=add)``, works in both places.
+:func:`triton_course.integrity.note_launches`: :func:`triton_course.checks.check` notes the kernels each call
+of a notebook function launched (:class:`triton_course.integrity.KernelLaunches`), and the grader's judge
+notes, for its proxy of that function, the kernels of each launch record it re-ran and accepted, as
+:class:`KernelSource` (source text, never run). One call, ``check_masked_loads(add_kernel,
+launched_by=add)``, works in both places.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ import inspect
 import math
 import operator
 import textwrap
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .checks import CheckFailed
+from .integrity import KernelSource, launched_kernels, note_launches  # noqa: F401 -- re-exported (the judge's names)
 
 INF = math.inf
 #: Statements and expressions one check may evaluate (loops are read twice, helpers once per call): a
@@ -46,14 +47,6 @@ MAX_STEPS = 100_000
 MAX_KEY = 160
 #: Helper calls inside helper calls read where they are called, at most this deep.
 MAX_INLINE_DEPTH = 8
-
-
-@dataclass(frozen=True)
-class KernelSource:
-    """The source of a kernel of a handed-in notebook, read by the grader (never run)."""
-
-    name: str
-    src: str
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -835,31 +828,6 @@ def kernel_sources(kernels: Iterable[object]) -> list[tuple[str, str]]:
                 out.append((alias, src))
             pending.append(called)
     return out
-
-
-_LAUNCHED: "weakref.WeakKeyDictionary[Any, list[object]]" = weakref.WeakKeyDictionary()
-
-
-def note_launches(fn: object, kernels: Iterable[object]) -> None:
-    """Remember that a call of ``fn`` launched ``kernels`` (Triton kernel objects, or :class:`KernelSource`).
-
-    :func:`triton_course.checks.check` notes each call of a notebook function; the grader's judge notes, for its
-    proxy of a student's function, the kernels of each launch record it re-ran and accepted."""
-    try:
-        seen = _LAUNCHED.setdefault(fn, [])
-    except TypeError:      # an object that cannot be weakly referenced (a builtin): nothing to remember it by
-        return
-    for kernel in kernels:
-        if not any(kernel is k or (isinstance(k, KernelSource) and kernel == k) for k in seen):
-            seen.append(kernel)
-
-
-def launched_kernels(fn: object) -> list[object]:
-    """Every kernel the noted calls of ``fn`` launched (:func:`note_launches`), first launch first."""
-    try:
-        return list(_LAUNCHED.get(fn, []))
-    except TypeError:
-        return []
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Four requests, each answered with plain data that the judge verifies:
 * ``prepare``: make ``calls`` input sets from per-call keys (:func:`make_tensor`, reproducible by the
   judge), plus one warm-up set, and call the function once on the warm-up set (compilation, autotuning);
 * ``capture`` (GPU): call the function once per set while a CUDA graph records what it enqueues, with the
-  evidence of :class:`triton_course.harness.OperatorLog` and :class:`triton_course.integrity.KernelLaunches` taken
+  evidence of :class:`triton_course.integrity.OperatorLog` and :class:`triton_course.integrity.KernelLaunches` taken
   meanwhile. The timed loop then replays the graph: only the GPU work that the calls enqueued, with none of
   Python's per-call time (the student's nor the evidence's), and exactly the work that was watched, since
   no Python runs during a replay. A function that cannot be captured (one that synchronises, say) is
@@ -19,15 +19,16 @@ Four requests, each answered with plain data that the judge verifies:
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .harness import DTYPES, OperatorLog, _namespace, tensor_spec
-from .integrity import KernelLaunches
+from .checks import explain_exception
+from .exchange import (DTYPES, FINGERPRINTS, MISSING, OK, RAISED, TimeRequest, TimeResponse, notebook_namespace,
+                       tensor_spec, write_response)
+from .integrity import KernelLaunches, OperatorLog
 
 #: Elements per fingerprint block.
 BLOCK = 4096
@@ -79,17 +80,16 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def serve_timing(path: Path, req: dict[str, Any]) -> None:
+def serve_timing(path: Path, req: TimeRequest) -> None:
+    """Answer one step of a timed round (:class:`triton_course.exchange.TimeRequest`) in ``path``."""
     try:
         _serve_timing(path, req)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # answer with the reason rather than with silence
-        from .checks import explain_exception
-
         _STATE.clear()
-        (path / "response.json").write_text(json.dumps(
-            {"status": "raised", "error": explain_exception(exc, req.get("label", "the timed function"))}))
+        error = explain_exception(exc, req.get("label", "the timed function"))
+        write_response(path, {"status": RAISED, "error": error})
 
 
 def flat_outputs(outs: list[Any]) -> list[Any]:
@@ -99,7 +99,7 @@ def flat_outputs(outs: list[Any]) -> list[Any]:
 
 
 def _evidence(outs: list[Any], launches: KernelLaunches, log: OperatorLog) -> dict[str, Any]:
-    """What the judge holds the timed calls to (:func:`grader.judge.work_problems` and its own checks).
+    """What the judge holds the timed calls to (:func:`grader.judge_calls.work_problems` and its own checks).
 
     ``outputs_per_call``: how many tensors each call returned (one number if all agree, else -1);
     ``distinct_outputs``: for the output position that repeats most, how many calls returned a tensor of
@@ -164,9 +164,9 @@ def _capture(device: str) -> dict[str, Any]:
     return {"graph": True}
 
 
-def _serve_timing(path: Path, req: dict[str, Any]) -> None:
+def _serve_timing(path: Path, req: TimeRequest) -> None:
     step, device = req["step"], req.get("device", "cpu")
-    resp: dict[str, Any] = {"status": "ok"}
+    resp: TimeResponse = {"status": OK}
     if step == "noop":
         _sync(device)
     elif step == "spin" and device.startswith("cuda"):  # an idle GPU drops its clocks: busy ~100 ms first
@@ -178,9 +178,9 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
         del a
     elif step == "prepare":
         _STATE.clear()
-        fn = _namespace().get(req["fn"])
+        fn = notebook_namespace().get(req["fn"])
         if fn is None or not callable(fn):
-            resp = {"status": "missing", "error": f"the notebook defines no function `{req['fn']}`"}
+            resp = {"status": MISSING, "error": f"the notebook defines no function `{req['fn']}`"}
         else:
             _STATE["fn"] = fn
             _STATE["sets"] = [build_args(req["args"], k, device) for k in req["keys"]]
@@ -189,9 +189,7 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
                 fn(*warm)
                 _sync(device)
             except Exception as exc:
-                from .checks import explain_exception
-
-                resp = {"status": "raised", "error": explain_exception(exc, req.get("label", req["fn"]))}
+                resp = {"status": RAISED, "error": explain_exception(exc, req.get("label", req["fn"]))}
             del warm
     elif step == "capture":
         resp.update(_capture(device))
@@ -231,7 +229,7 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
         outs = _STATE.get("outs", [])
         flat = flat_outputs(outs)
         fp = fingerprints(flat, req["challenge"], device)
-        (path / "fingerprints.bin").write_bytes(fp.cpu().contiguous().numpy().tobytes())
+        (path / FINGERPRINTS).write_bytes(fp.cpu().contiguous().numpy().tobytes())
         resp["fingerprints"] = {"rows": fp.shape[0], "cols": fp.shape[1]}
         pick = int(req["pick"])
         if pick < len(outs) and isinstance(outs[pick], (tuple, list)):
@@ -241,4 +239,4 @@ def _serve_timing(path: Path, req: dict[str, Any]) -> None:
         _STATE.clear()
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
-    (path / "response.json").write_text(json.dumps(resp))
+    write_response(path, resp)

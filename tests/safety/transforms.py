@@ -1,15 +1,10 @@
 """Submissions that answer files cannot express: notebook transformations of a correct submission.
 
-Each function takes a notebook (changed in place) and returns it. ``SAFETY_ANSWERS`` holds answer files
-(the format of ``grader/examples.py``) for behaviours that would slow down ``python -m grader demo``:
-an infinite loop and a process that kills itself.
+Each function takes a notebook (changed in place) and returns it. The answer files of the trust corpus (the
+format of ``grader/examples.py``) are in each chapter's ``solutions/<id>/submissions/attacks/``.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
-
-SAFETY_ANSWERS = Path(__file__).resolve().parent
 
 
 def _is_test(cell) -> bool:
