@@ -29,6 +29,12 @@ import gpu_class_throughput as throughput  # noqa: E402
 SCRIPT = ROOT / "tests" / "gpu" / "gpu_class_throughput.py"
 
 
+#: The tests of the dry run share one real class graded in sandboxes: one worker, once per run (and not in
+#: `make test-fast`).
+def DRY_RUN(test):  # noqa: N802 -- reads as a mark
+    return pytest.mark.notebook(pytest.mark.xdist_group("class_dry_run")(test))
+
+
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path_factory.mktemp("dry")
@@ -39,6 +45,7 @@ def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
     return proc, json.loads(files[0].read_text())
 
 
+@DRY_RUN
 def test_the_dry_run_builds_the_issues_class_and_grades_its_hang_and_crash(dry_run):
     proc, r = dry_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -54,6 +61,7 @@ def test_the_dry_run_builds_the_issues_class_and_grades_its_hang_and_crash(dry_r
     assert not (ROOT / "tests" / "gpu" / "records" / "gpu_class_throughput_03_dry_run.json").exists(), "a dry run is no GPU result"
 
 
+@DRY_RUN
 def test_the_dry_runs_headline_rate_counts_every_submission(dry_run):
     _, r = dry_run
     rate, finished = r["rate"], r["finished_at_s"]
@@ -69,6 +77,7 @@ def test_the_dry_runs_headline_rate_counts_every_submission(dry_run):
     assert "no verdict" in dry_run[0].stdout and "over every submission graded" in dry_run[0].stdout
 
 
+@DRY_RUN
 def test_the_dry_run_says_where_each_submissions_time_went(dry_run):
     _, r = dry_run
     per, seconds = r["phases_per_submission"], r["seconds_per_submission"]

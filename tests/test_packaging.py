@@ -494,6 +494,7 @@ def test_without_the_package_the_setup_cell_installs_it_from_the_configured_inde
     assert not (home / CONFIG.clone_folder).exists() and not (home / f"{CONFIG.clone_folder}.partial").exists()
 
 
+@pytest.mark.notebook   # a real class graded in sandboxes, from the installed wheel
 def test_an_instructor_installs_the_grader_wheel_and_grades_the_example_class(wheels, dependencies, tmp_path):
     """The instructor wheel in a fresh venv, run in a course folder holding only solutions/ and three
     example submissions of chapter 03: `python -m grader demo` releases, grades, and the grades are right."""
