@@ -1353,3 +1353,5 @@ def test_a_matmul_that_calls_the_fast_path_earns_nothing_the_courses_kernels_com
         assert outcomes[gid].startswith("CheckFailed") and "the course's own kernel" in outcomes[gid], \
             (gid, outcomes[gid][:400])
     assert outcomes["test_relu_zeros"] == "passed"
+    honest = run_with_answers(CHAPTER, "ada_correct")   # graded next in the same process: every point it earns
+    assert all(honest[gid] == "passed" for gid in outcomes), honest

@@ -215,6 +215,8 @@ def test_an_attention_that_calls_the_fast_path_earns_no_attention_point():
     for test in ATTENTION_TESTS:
         assert outcomes[test].startswith("CheckFailed") and "the course's own kernel" in outcomes[test], \
             (test, outcomes[test][:300])
+    honest = run_with_answers(CHAPTER, "ada_correct")   # graded next in the same process: every point it earns
+    assert all(honest[test] == "passed" for test in ATTENTION_TESTS), honest
 
 
 def hopper_device():
