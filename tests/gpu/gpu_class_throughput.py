@@ -102,7 +102,15 @@ CORPUS: dict[str, tuple[Case, ...]] = {
     "09_attention": _cases("09_attention", ("ivy_infinite_loop", "hang", "attacks"),
                            ("lea_crash_in_test", "crash", "attacks"), ("tom_three_kernels", "cheat", "attacks"),
                            ("eli_causal_off_by_one", "mistake", "examples"),
-                           ("gil_no_rescale", "mistake", "examples"), ("ben_untouched", "untouched", "examples")),
+                           ("gil_no_rescale", "mistake", "examples"), ("ben_untouched", "untouched", "examples"),
+                           ("lin_right_only_up_to_2048_keys", "cheat", "attacks"),
+                           ("sol_ten_times_slower", "cheat", "attacks"), ("ola_scores_in_the_output", "cheat", "attacks"),
+                           ("kip_keeps_its_buffers", "cheat", "attacks"), ("pat_calls_the_fast_path", "cheat", "attacks")),
+    # Graded only when named (--corpus): the course's class takes its hangs and crashes, these on request.
+    "05_softmax": _cases("05_softmax", ("kim_online_sum_not_rescaled", "cheat", "attacks")),
+    "06_rmsnorm": _cases("06_rmsnorm", ("lou_sum_of_squares_of_last_block", "cheat", "attacks")),
+    "07_matmul_relu": _cases("07_matmul_relu", ("pat_calls_the_fast_path", "cheat", "attacks")),
+    "08_fusion": _cases("08_fusion", ("jon_row_loop_stops_after_first_block", "cheat", "attacks")),
 }
 
 
@@ -312,7 +320,8 @@ def corpus_outcomes(plan: ClassPlan, done: dict, seconds: dict[str, float | None
             as_labelled = any(r.points < r.max_points for r in graded)
         out[key] = {"kind": case.kind, "source": case.source, "seconds": seconds.get(key),
                     "points": f"{sum(r.points for r in recs):g} / {sum(r.max_points for r in recs):g}",
-                    "statuses": sorted({r.status for r in recs}), "as_labelled": as_labelled}
+                    "statuses": sorted({r.status for r in recs}), "as_labelled": as_labelled,
+                    "lost": {r.grade_id: r.message[:300] for r in graded if r.points < r.max_points}}
     return out
 
 

@@ -1,0 +1,2 @@
+# The model answer.
+#%% relu from-solution

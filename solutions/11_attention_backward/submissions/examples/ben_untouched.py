@@ -1,0 +1,1 @@
+# A notebook handed in as released: no answer written.

@@ -1,0 +1,30 @@
+#!/bin/bash
+# One H200 session's measurements in one go, in the order they matter, each one's record and log written into
+# $RES as it finishes (default /tmp/res; $RES/DONE when all are done). Start it detached on the device machine,
+# from the repository root, with .whl and .deb carried (tests/gpu/device_setup.sh's header):
+#
+#   setsid nohup bash tests/gpu/h200_batch.sh > /tmp/batch.log 2>&1 &
+#
+# then copy $RES back between calls. Steps (about 25 minutes on one H200 in all):
+#   1. each chapter's measurements (tests/gpu/measure.py): 07 and 09, whose targets are set on the model answers;
+#   2. chapter 09's class: 20 honest copies and its whole corpus, 10 at once (gpu_class_throughput.py 09);
+#   3. every chapter's model answer graded twice, with the corpus cases of 05-09 named below;
+#   4. nbval of the solution notebooks of 07 and 09 on the GPU.
+RES=${RES:-/tmp/res}
+STEPS=${STEPS:-1 2 3 4}
+mkdir -p "$RES"
+. tests/gpu/device_setup.sh > "$RES/setup.log" 2>&1 || { echo "setup failed" > "$RES/DONE"; exit 1; }
+for step in $STEPS; do
+  echo "step $step: $(date -u +%FT%TZ)" >> "$RES/steps.log"
+  case $step in
+    1) python3 tests/gpu/measure.py 07_matmul_relu --out "$RES" > "$RES/measure_07.log" 2>&1
+       python3 tests/gpu/measure.py 09_attention --out "$RES" > "$RES/measure_09.log" 2>&1 ;;
+    2) python3 tests/gpu/gpu_class_throughput.py 09 --workers 10 --name 09_class --out "$RES" > "$RES/class_09.log" 2>&1 ;;
+    3) python3 tests/gpu/gpu_class_throughput.py course --students 2 --workers 9 --name course_twice \
+         --corpus kim_online_sum_not_rescaled,lou_sum_of_squares_of_last_block,jon_row_loop_stops_after_first_block,pat_calls_the_fast_path \
+         --out "$RES" > "$RES/course_twice.log" 2>&1 ;;
+    4) python3 tests/gpu/gpu_nbval.py 07_matmul_relu 09_attention --out "$RES/gpu_nbval_07_09.json" > "$RES/nbval.log" 2>&1 ;;
+  esac
+  echo "step $step done: $(date -u +%FT%TZ)" >> "$RES/steps.log"
+done
+echo done > "$RES/DONE"
