@@ -13,6 +13,8 @@
 RES=${RES:-/tmp/res}
 STEPS=${STEPS:-1 2 3 4}
 mkdir -p "$RES"
+# Run from a snapshot: a later call of the device tool copies the working tree again, over files in use.
+SNAP=/tmp/snap; rm -rf "$SNAP"; cp -r . "$SNAP"; cd "$SNAP" || exit 1
 . tests/gpu/device_setup.sh > "$RES/setup.log" 2>&1 || { echo "setup failed" > "$RES/DONE"; exit 1; }
 for step in $STEPS; do
   echo "step $step: $(date -u +%FT%TZ)" >> "$RES/steps.log"
@@ -21,6 +23,7 @@ for step in $STEPS; do
        python3 tests/gpu/measure.py 09_attention --out "$RES" > "$RES/measure_09.log" 2>&1 ;;
     2) python3 tests/gpu/gpu_class_throughput.py 09 --workers 10 --name 09_class --out "$RES" > "$RES/class_09.log" 2>&1 ;;
     3) python3 tests/gpu/gpu_class_throughput.py course --students 2 --workers 9 --name course_twice \
+         --chapters 01_gpu_model,02_benchmarking,03_vector_add,04_gelu,05_softmax,06_rmsnorm,07_matmul_relu,08_fusion,09_attention \
          --corpus kim_online_sum_not_rescaled,lou_sum_of_squares_of_last_block,jon_row_loop_stops_after_first_block,pat_calls_the_fast_path \
          --out "$RES" > "$RES/course_twice.log" 2>&1 ;;
     4) python3 tests/gpu/gpu_nbval.py 07_matmul_relu 09_attention --out "$RES/gpu_nbval_07_09.json" > "$RES/nbval.log" 2>&1 ;;
