@@ -228,18 +228,21 @@ class CourseExecute(Execute):
                 f"... output cut at {self.max_output_bytes:,} bytes by the grader ...\n")))
 
     def _judge_cell(self, cell, index: int) -> None:
-        from grader.judge import run_test_cell
+        from grader.judge import run_test_cell_on_a_shared_gpu
 
         grade_id = _nbgrader(cell).get("grade_id", f"cell{index}")
         cell.outputs = []
         if not cell.source.strip():
             return
-        outcome = run_test_cell(cell.source, self._session.namespace_for(grade_id), grade_id)
+        outcome = run_test_cell_on_a_shared_gpu(cell.source, self._session.namespace_for(grade_id), grade_id)
         self.code_cells_executed += 1
         cell.execution_count = self.code_cells_executed
         outs = []
         if outcome.stdout:
             outs.append(NotebookNode(output_type="stream", name="stdout", text=outcome.stdout))
+        if outcome.notes:
+            outs.append(NotebookNode(output_type="stream", name="stdout",
+                                     text="".join(f"[grader] {note}\n" for note in outcome.notes)))
         if outcome.crashed is not None:
             text = self._why_killed() or (
                 f"The Python process running this notebook crashed during the grader's call "

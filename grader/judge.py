@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,6 +124,50 @@ class TestOutcome:
     crashed: str | None = None
     timeout: str | None = None
     notes: list[str] = field(default_factory=list)
+
+
+#: Seconds waited before each new try of a test cell that ran out of GPU memory: the memory other submissions'
+#: processes held may be back by then (their caches are released after every call and every test cell).
+OUT_OF_MEMORY_WAITS_S = (5.0, 20.0)
+
+
+def ran_out_of_gpu_memory(outcome: TestOutcome) -> bool:
+    """The test failed because an allocation on the GPU failed, in the judge or in the student's call."""
+    if outcome.error is None:
+        return False
+    ename, evalue = outcome.error
+    return ename == "OutOfMemoryError" or "CUDA out of memory" in evalue or "OutOfMemoryError" in evalue
+
+
+def release_cached_gpu_memory() -> None:
+    """Give the GPU back what PyTorch keeps cached in the judge's process (the references of large tests)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def run_test_cell_on_a_shared_gpu(source: str, ns: dict[str, Any], name: str = "hidden test",
+                                  waits: tuple[float, ...] = OUT_OF_MEMORY_WAITS_S,
+                                  sleep: Any = time.sleep) -> TestOutcome:
+    """:func:`run_test_cell`, tried again (after each of ``waits``) while it fails only for want of GPU memory.
+
+    Several submissions are graded at once on one GPU, and memory is the one resource the GPU lock does not share
+    out: an honest test must not lose its points because another process held memory at that moment. Each try
+    draws fresh inputs and checks everything again, so a try earns nothing a first try could not; a kernel that
+    needs more memory than the GPU has fails every try, with the last one's message and a note of the tries."""
+    outcome = run_test_cell(source, ns, name)
+    tries = 1
+    for wait in waits:
+        if not ran_out_of_gpu_memory(outcome):
+            break
+        release_cached_gpu_memory()
+        sleep(wait)
+        outcome = run_test_cell(source, ns, name)
+        tries += 1
+    release_cached_gpu_memory()
+    if tries > 1:
+        outcome.notes.append(f"tried {tries} times: the GPU ran out of memory"
+                             + (" every time" if ran_out_of_gpu_memory(outcome) else " before"))
+    return outcome
 
 
 def run_test_cell(source: str, ns: dict[str, Any], name: str = "hidden test") -> TestOutcome:

@@ -5,8 +5,9 @@
   table of every ``(z, h)`` a formula gets wrong;
 * :func:`attention_reference` -- softmax(q k^T * scale) v in float64, with an optional causal mask;
 * :func:`attention_tolerance` and :data:`ATTENTION_HINTS` -- for ``triton_course.checks.check_all``;
-* :func:`tflops_sweep`, :func:`plot_tflops` -- TFLOP/s against sequence length next to PyTorch, under the
-  tensor-core roof of the matmuls and the special-function ceiling of the exponentials;
+* :func:`attention_roofs`, :func:`tflops_sweep`, :func:`plot_tflops` -- TFLOP/s against sequence length next to
+  PyTorch, under the roof of the units ``tl.dot`` runs on here (tensor cores, or the FP32 units of a T4) and the
+  special-function ceiling of the exponentials; :func:`benchmark_lengths` -- the lengths this device can time;
 * :func:`copy_reference`, :data:`COPY_HINTS` -- for the copy kernel that puts the offsets to work;
 * :func:`causal_block_sweep`, :func:`tiles_visited`, :func:`recorded_causal_ratios` -- the experiment: key
   blocks visited with and without causal skipping, per block shape, beside the recorded GPU times; a shape whose tiles
@@ -693,8 +694,11 @@ def _counting_dots():
     """Count the tl.dot calls the interpreter executes (two per key block the attention kernel visits)."""
     from triton.runtime import interpreter
 
-    builder = interpreter.InterpreterBuilder
-    original = builder.create_dot
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    original = getattr(builder, "create_dot", None)
+    if original is None:   # an internal API of Triton's interpreter: say so when a new Triton moves it
+        raise RuntimeError("cannot count tl.dot calls: this Triton's interpreter has no "
+                           "InterpreterBuilder.create_dot (the experiment reads that internal API)")
     calls = [0]
 
     def create_dot(self, *args, **kwargs):
@@ -788,6 +792,9 @@ def _sweep_one(attention: Callable, config: AttentionConfig, q: torch.Tensor, k:
                 if interpreted:
                     with _counting_dots() as calls:
                         out = attention(q, k, v, causal)
+                    if calls[0] == 0:   # the interpreter stopped calling what _counting_dots patches
+                        raise RuntimeError("counted no tl.dot call: this Triton's interpreter no longer goes "
+                                           "through InterpreterBuilder.create_dot, which the experiment patches")
                     if calls[0] % 2:
                         raise CheckFailed(f"expected two tl.dot calls per key block, counted {calls[0]}")
                     setattr(row, "tiles_causal" if causal else "tiles_full", calls[0] // (2 * heads))
@@ -1065,8 +1072,11 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False
     return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
 
 
-#: float64 scores the reference of the speed check holds at once (2 GiB): it goes through the heads in groups.
-REFERENCE_SCORES = 1 << 28
+#: float64 scores the reference of the speed check holds at once (128 MiB; with the softmax's copies about half
+#: a GiB): it goes through the heads in groups. At 2 GiB, ten submissions graded at once on one H200 kept 8 GiB
+#: each in PyTorch's cache and filled the GPU: seven honest copies' speed tests ran out of memory
+#: (tests/gpu/records/gpu_class_throughput_09_class_oom.json).
+REFERENCE_SCORES = 1 << 24
 
 
 def attention_by_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
@@ -1109,17 +1119,68 @@ def exp_ceiling_tflops(sfu_tops: float, head_dim: int) -> float:
     return sfu_tops * 4 * head_dim
 
 
+def dot_runs_on_tensor_cores() -> bool:
+    """Whether ``tl.dot`` compiles to tensor-core instructions here: compute capability 8.0 and newer. On a T4
+    (7.5) current Triton runs it on the FP32 units (FMA), and under the interpreter there is no GPU at all."""
+    from .matmul import dot_uses_tensor_cores
+
+    return dot_uses_tensor_cores()
+
+
+def attention_roofs():
+    """(the roof of the two matmuls, the roof of the exponentials) on this device, as two
+    :class:`triton_course.roofline.Roof`.
+
+    The matmuls: the fp16 tensor cores (a measured fp16 matmul) where ``tl.dot`` reaches them; on a T4, where it
+    runs on the FP32 units, a measured fp32 matmul (``compute="fp32"``). The exponentials: 16 special-function
+    operations per clock per SM, a hardware constant, so taken from the datasheet of this GPU model (its FP32
+    rate x 16 / 2 / FP32 lanes per SM), not from how well cuBLAS's SGEMM does; a GPU the course has no datasheet
+    for falls back to :func:`triton_course.roofline.device_roof`. Without a GPU, the H200's datasheet for both
+    (the roofs say so)."""
+    from .device import current
+    from .gpus import spec_for
+    from .roofline import Roof, device_roof, sfu_tops
+
+    dev = current()
+    if dev.interpreted:
+        return device_roof("fp16_tensor"), device_roof("sfu")
+    matmuls = device_roof("fp16_tensor" if dot_runs_on_tensor_cores() else "fp32")
+    spec = spec_for(dev.name)
+    if spec is None:
+        return matmuls, device_roof("sfu")
+    return matmuls, Roof(matmuls.bandwidth_gbps, sfu_tops(spec.fp32_tflops, spec.compute_capability),
+                         f"datasheet of the {spec.name}: 16 special-function ops per clock per SM", "sfu")
+
+
+#: The longest sequence the benchmark times where tl.dot has no tensor cores: one call at N = 16384 (Z = 4,
+#: H * D = 2048) is 8.8 TFLOP, over a second on a T4's 8.1 TFLOP/s of FP32 units, and a sweep times dozens.
+FMA_LONGEST_N = 4096
+
+
+def benchmark_lengths(lengths: list[int]) -> list[int]:
+    """The sequence lengths of the benchmark this device times: all of them where ``tl.dot`` runs on tensor cores
+    (and under the interpreter, which is given its own short list), those up to :data:`FMA_LONGEST_N` on a T4."""
+    from .device import current
+
+    if current().interpreted or dot_runs_on_tensor_cores():
+        return list(lengths)
+    return [n for n in lengths if n <= FMA_LONGEST_N]
+
+
 def plot_tflops(sweep: Sweep, title: str, tensor_roof=None, sfu_roof=None, head_dim: int | None = None,
                 ax=None):
     """TFLOP/s against sequence length (:func:`triton_course.plots.plot_sweep`). On a GPU, with the roofs given, it
-    also draws the fp16 tensor-core roof (the matmuls), the ceiling the exponentials set on the
-    special-function units at this head dimension, and the rate if the two units took turns instead of
-    overlapping, each labelled with its units."""
+    also draws the matmuls' roof (the units it names: fp16 tensor cores, or the FP32 units where ``tl.dot`` has
+    no tensor cores), the ceiling the exponentials set on the special-function units at this head dimension, and
+    the rate if the two units took turns instead of overlapping, each labelled with its units."""
+    from .roofline import COMPUTE_UNITS
+
     ax = plot_sweep(sweep, title, ax=ax)
     if sweep.interpreted or tensor_roof is None:
         return ax
+    units = COMPUTE_UNITS[tensor_roof.compute][0]
     ax.axhline(tensor_roof.peak_tflops, color="black", linestyle=":",
-               label=f"roof of the matmuls: fp16 tensor cores, {tensor_roof.peak_tflops:,.0f} TFLOP/s")
+               label=f"roof of the matmuls: {units}, {tensor_roof.peak_tflops:,.0f} TFLOP/s")
     if sfu_roof is not None and head_dim:
         ceiling = exp_ceiling_tflops(sfu_roof.peak_tflops, head_dim)
         ax.axhline(ceiling, color="tab:red", linestyle="-.",

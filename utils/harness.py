@@ -54,7 +54,19 @@ def serve(folder: str) -> None:
     req = read_request(path)
     if req.get("mode") == TIME_MODE:
         return serve_timing(path, req)
-    _serve_call(path, req)
+    release_cached_gpu_memory(req.get("device", "cpu"))   # what the notebook's own cells left cached
+    try:
+        _serve_call(path, req)
+    finally:
+        release_cached_gpu_memory(req.get("device", "cpu"))
+
+
+def release_cached_gpu_memory(device: str) -> None:
+    """Give the GPU back the memory PyTorch keeps cached in this process. Several submissions share a grading GPU:
+    what one process keeps cached after a large call is memory another one's call cannot have (ten at once on
+    one H200 ran seven honest copies out of memory: tests/gpu/records/gpu_class_throughput_09_class_oom.json)."""
+    if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _serve_call(path: Path, req: CallRequest) -> None:

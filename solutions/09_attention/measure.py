@@ -8,14 +8,10 @@ rows' ``triton_*`` and ``ratio_to_sdpa``), the course's fastest attention beyond
 which must not fall behind earlier records of the reference it once was), and F.scaled_dot_product_attention.
 TFLOP/s from the FLOPs that must be done (attention_flops: 4·Z·H·N²·D, half of it causal). Also records the
 launch each took per shape, the speed tests' ratio at their own shape against their target (``speed_check``), each
-block shape of the causal-skipping experiment with and without the mask (``config_ms``), the largest error
-relative to the notebook's tolerance on the hidden tests' kinds of inputs (fp32 runs as tf32 here), for both
-kernels, each block shape of the causal-skipping experiment with
-and without the mask (``config_ms``), the largest error relative to the
-notebook's tolerance on the hidden tests' kinds of inputs (fp32 runs as tf32 here), a run on tensors of
-2^32 elements, where 32-bit offsets would overflow, and which SDPA backend ran (the profiler's
-kernel names). The notebook's causal-skipping experiment reads each configuration's causal and non-causal
-times from ``config_ms``.
+block shape of the causal-skipping experiment with and without the mask (``config_ms``, which the notebook's
+experiment reads), the largest error relative to the notebook's tolerance on the hidden tests' kinds of inputs (fp32
+runs as tf32 here) for both kernels, a run on tensors of 2^32 elements, where 32-bit offsets would overflow, and
+which SDPA backend ran (the profiler's kernel names).
 """
 
 import statistics
