@@ -16,6 +16,7 @@ accepted record.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import selectors
@@ -34,7 +35,9 @@ from triton_course.relaunch import (ALLOWED_OPS, MODULE_ROOTS, kernel_shape, ker
 #: How much information a call's record may carry outside its tensors, in bits: every size, stride, offset,
 #: block size, grid, eps and string of its launches, operators and the globals its kernels read, each counted
 #: by what it can encode (an integer by its bit length, a float as 64 bits, a string by its characters), every
-#: step counted again (the order and number of launches carry information too). At most
+#: step counted again (the order and number of launches carry information too), a step that repeats an earlier
+#: one exactly at the bits that say which one it repeats (a kernel launched ten times with the same arguments
+#: carries no more than once: tests/gpu/records/gpu_class_throughput_09_class_oom.json, sol). At most
 #: ``max(MIN_INFORMATION_BITS, output bits // OUTPUT_SHARE)`` and never more than MAX_INFORMATION_BITS. An honest
 #: call of the course carries a few hundred to about two thousand bits (tests/test_relaunch.py measures the model
 #: answers); an answer handed to a kernel needs several bits per output element to pass a tolerance.
@@ -131,10 +134,17 @@ def record_information(record: dict[str, Any]) -> Information:
     """The :class:`Information` of a record's steps and of the globals its kernels read."""
     info = Information()
     choice = max(STEP_BITS, len(record["kernels"]).bit_length())   # which of the record's kernels a step launches
+    seen: set[str] = set()
     for step in record["steps"]:
         if isinstance(step, dict) and ("op" in step or "launch" in step):
             info.bits += choice
-            info.add([step.get("args"), step.get("kwargs"), step.get("grid")])
+            values = [step.get("args"), step.get("kwargs"), step.get("grid")]
+            key = json.dumps([step.get("launch"), step.get("op"), values], sort_keys=True, default=repr)
+            if key in seen:   # a repeat says only which earlier step it repeats
+                info.bits += max(1, len(seen).bit_length())
+            else:
+                seen.add(key)
+                info.add(values)
     for desc in record["kernels"].values():
         if isinstance(desc, dict) and isinstance(desc.get("globals"), dict):
             info.add(list(desc["globals"].values()))

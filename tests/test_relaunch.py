@@ -483,3 +483,17 @@ def test_the_relaunch_process_answers_times_out_and_restarts(tmp_path):
         assert relauncher.proc.pid != first
     finally:
         relauncher.close()
+
+
+def test_a_launch_repeated_with_the_same_arguments_costs_only_the_repeat():
+    """A correct kernel launched ten times with the same arguments (09's sol_ten_times_slower on a GPU) carries no
+    more than one launch and a count; on the H200 it was refused as 5,000-8,000 bits before repeats were priced so.
+    Arguments that change from launch to launch are charged in full, every time."""
+    args = list(range(40))
+    once = _one_launch(*args)
+    ten = {**once, "steps": once["steps"] * 10}
+    varied = {**once, "steps": [{**once["steps"][0], "args": [a + i for a in args]} for i in range(10)]}
+    one_step = record_information(once).bits
+    assert record_information(ten).bits == one_step + 9 * (8 + 1)
+    assert record_information(varied).bits > 9 * one_step
+    assert record_problems(ten, None, output_bits=32 * 1000) == []
