@@ -136,7 +136,9 @@ def ran_out_of_gpu_memory(outcome: TestOutcome) -> bool:
     if outcome.error is None:
         return False
     ename, evalue = outcome.error
-    return ename == "OutOfMemoryError" or "CUDA out of memory" in evalue or "OutOfMemoryError" in evalue
+    # PyTorch's allocator says "CUDA out of memory"; Triton's launcher "Triton Error [CUDA]: out of memory"
+    return ename == "OutOfMemoryError" or "OutOfMemoryError" in evalue or "CUDA out of memory" in evalue \
+        or "[CUDA]: out of memory" in evalue
 
 
 def release_cached_gpu_memory() -> None:

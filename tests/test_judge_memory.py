@@ -47,6 +47,8 @@ def test_the_students_call_running_out_of_memory_counts_too():
                         "memory. Tried to allocate 64.00 MiB.")
     outcome, tries, _ = _run(error, 2)
     assert outcome.error is None and tries == 3
+    triton = RuntimeError("Triton Error [CUDA]: out of memory")   # a launch that could not get its memory
+    assert _run(triton, 1)[0].error is None
 
 
 def test_a_kernel_that_always_runs_out_of_memory_fails_after_the_last_try_and_says_so():
