@@ -77,6 +77,15 @@ def test_every_main_path_is_at_most_1800_words_in_order_before_its_appendix(chap
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_appendix_is_at_most_1000_words(chapter):
+    """An appendix teaches: at most 1,000 words of what a student learns from. Dated changes, failed designs and
+    timing-method debates live in the lab's notes (lab/notes/<id>.md), not in the notebook."""
+    _, appendix = main_path(chapter)
+    words = len("\n".join(appendix).split())
+    assert words <= 1000, f"{chapter}'s appendix has {words} words (at most 1,000; the rest belongs in lab/notes/)"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_nbgrader_metadata_is_consistent(chapter):
     nb = nbformat.read(solution_notebook(chapter), as_version=4)
     ids = [_meta(c)["grade_id"] for c in nb.cells if _meta(c)]
