@@ -133,6 +133,20 @@ def test_waves_and_access_patterns(ns):
     assert ns["bank_conflict_ways"]([132 * i for i in lanes]) == 1
 
 
+def test_sectors_follow_alignment(ns):
+    """One aligned access never straddles two sectors, so a warp costs the distinct sectors of its addresses; a
+    misaligned address (which faults on a GPU) is refused by the given lines."""
+    lanes = range(32)
+    st = ns["sectors_touched"]
+    assert st([16 + 64 * i for i in lanes], access_bytes=16) == 32      # the hidden test's sparse float4 case
+    assert st([4 + 4 * i for i in lanes]) == 5                          # a warp's span may straddle
+    for size in (1, 2, 4, 8, 16):
+        assert st([size * i for i in lanes], access_bytes=size) == -(-32 * size // 32)
+    for bad in (([30 + 64 * i for i in lanes],), ([2], 4), ([0], 3), ([0], 32)):
+        with pytest.raises(ValueError):
+            st(*bad)
+
+
 def test_examples_fail_for_the_right_reason():
     """Each answer file against the hidden tests, run by the judge (proxies; ValueErrors reach it as words)."""
     assert all(v == "passed" for v in run_with_answers(CHAPTER, "ada_correct").values())
@@ -147,6 +161,7 @@ def test_examples_fail_for_the_right_reason():
     assert dev["test_occupancy_registers"] == "passed"
     eve = run_with_answers(CHAPTER, "eve_floor_waves")
     assert all(eve[g] != "passed" for g in ("test_waves", "test_sectors", "test_bank_conflicts"))
+    assert "sectors_touched([16, 80" in eve["test_sectors"], eve["test_sectors"]   # the span is not the sectors
     assert eve["test_occupancy_shared"] == "passed"
 
 
@@ -176,7 +191,8 @@ def test_examples_by_real_autograde(tmp_path):
 # ---------------------------------------------------------------------------------------------------
 
 #: (compute capability, a GPU of it, SMs, threads per SM): older than the table, in it, and newer than it.
-CAPABILITIES = [((3, 5), "Tesla K80", 13, 2048), ((7, 5), "Tesla T4", 40, 1024), ((8, 6), "NVIDIA A10", 72, 1536),
+CAPABILITIES = [((3, 5), "Tesla K80", 13, 2048), ((7, 0), "Tesla V100-SXM2-16GB", 80, 2048),
+                ((7, 5), "Tesla T4", 40, 1024), ((8, 0), "NVIDIA A100-SXM4-80GB", 108, 2048), ((8, 6), "NVIDIA A10", 72, 1536),
                 ((8, 9), "NVIDIA L4", 58, 1536), ((9, 0), "NVIDIA H200", 132, 2048),
                 ((10, 0), "NVIDIA B200", 148, 2048), ((12, 0), "NVIDIA GeForce RTX 5090", 170, 1536)]
 
@@ -200,7 +216,7 @@ def test_device_limits_name_a_capability_the_table_lacks_and_never_raise(cc, nam
     if cc in LIMITS:
         assert lim is LIMITS[cc] and note == ""
         return
-    assumed = {(3, 5): (7, 5), (12, 0): (10, 0)}[cc]
+    assumed = {(3, 5): (7, 5), (7, 0): (7, 5), (12, 0): (10, 0)}[cc]
     assert lim is LIMITS[assumed]
     assert name in note and f"compute capability {cc[0]}.{cc[1]} is not in the table" in note
     assert f"assuming the limits of {assumed[0]}.{assumed[1]}" in note
@@ -258,3 +274,4 @@ def test_the_gpu_cells_run_on_every_compute_capability(ns, capsys, cc, name, sms
     assert len(rows) == 4
     for row in rows:                                            # 2 blocks of num_warps warps over the SM's slots
         assert float(row[-1]) == pytest.approx(2 * int(row[0]) * 32 / threads, abs=1e-4)
+        assert int(row[4]) == 2 * sms, row                      # a wave: the GPU's own SMs x the driver's blocks

@@ -188,3 +188,48 @@ def test_examples_by_real_autograde(tmp_path):
     for gid in ("test_benchmark_calls", "test_benchmark_timing"):
         hal = records[("hal_sets_calls", gid)]
         assert hal.status == "failed" and hal.points == 0 and "fn was not called that often" in hal.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# The CUDA-graph cell: skipped with its reason on the CPU, and on a GPU (stand-ins here) three timings a row
+# ---------------------------------------------------------------------------------------------------
+
+
+def _graph_cell() -> str:
+    import nbformat
+
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and "do_bench_cudagraph" in c.source]
+    assert len(cells) == 1
+    return cells[0]
+
+
+def test_the_cuda_graph_cell_says_why_it_is_skipped_on_the_cpu(ns, capsys):
+    assert not ns["device"].is_gpu
+    exec_cell(_graph_cell(), "<02 cuda graphs>", dict(ns))
+    out = capsys.readouterr().out
+    assert out.startswith("Skipped:") and "no GPU" in out and "CUDA stream" in out
+
+
+def test_the_cuda_graph_cell_times_each_size_three_ways_on_a_gpu(ns, capsys):
+    """On a GPU (stand-ins for torch, the timers and Triton): one row per size with the chapter's benchmark,
+    do_bench and do_bench_cudagraph in microseconds, the graph asked for the median of its replays."""
+    import types
+
+    asked = []
+
+    def cudagraph(fn, rep, return_mode):
+        asked.append((fn(), rep, return_mode))
+        return 0.002
+
+    fake = dict(ns)
+    fake["device"] = types.SimpleNamespace(is_gpu=True)
+    fake["torch"] = types.SimpleNamespace(randn=lambda n, device: float(n))
+    fake["benchmark"] = lambda fn, warmup, trials: 0.020
+    fake["time_ms"] = lambda fn: 0.005
+    fake["triton"] = types.SimpleNamespace(testing=types.SimpleNamespace(do_bench_cudagraph=cudagraph))
+    exec_cell(_graph_cell(), "<02 cuda graphs>", fake)
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("2^")]
+    assert [r[0] for r in rows] == ["2^10", "2^16", "2^20", "2^24"]
+    assert all(r[1:] == ["20.0", "5.0", "2.0"] for r in rows), rows
+    assert asked == [(2.0 * n, 20, "median") for n in (2**10, 2**16, 2**20, 2**24)]

@@ -1,4 +1,5 @@
-# Waves by floor division, and sectors counted per byte address without straddling: waves and sectors fail.
+# Waves by floor division, sectors counted as every sector between the lowest and the highest address (the warp's
+# span, as if it were contiguous), and bank conflicts counted per thread: waves, sectors and banks fail.
 #%% occupancy from-solution
 #%% waves from-solution
 #%%- replace
@@ -16,7 +17,7 @@ SECTOR_BYTES, BANKS, BANK_BYTES = 32, 32, 4
 def sectors_touched(addresses, access_bytes: int = 4) -> int:
     """Distinct 32-byte sectors covered by [a, a + access_bytes) for every address a."""
     addresses = [int(a) for a in addresses]
-    return len({a // SECTOR_BYTES for a in addresses})
+    return (max(addresses) + access_bytes - 1) // SECTOR_BYTES - min(addresses) // SECTOR_BYTES + 1
 
 
 def bank_conflict_ways(addresses) -> int:
