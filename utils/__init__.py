@@ -16,8 +16,9 @@ that ``TRITON_INTERPRET`` is set before any kernel is defined. Then:
 * :mod:`triton_course.grading` -- what hidden tests call (quiet stderr, the speed checks and how they time);
 * :mod:`triton_course.gpus`, :mod:`triton_course.occupancy`, :mod:`triton_course.ladder`,
   :mod:`triton_course.roofline` -- datasheet figures, per-SM limits, the memory ladder, the roofline model;
-* :mod:`triton_course.softmax`, :mod:`triton_course.matmul`, :mod:`triton_course.attention` -- what chapters 05, 07
-  and 09 share with their hidden tests and measurements; :mod:`triton_course.matmul_fast` and
+* :mod:`triton_course.softmax`, :mod:`triton_course.matmul`, :mod:`triton_course.attention`,
+  :mod:`triton_course.rowwise_backward`, :mod:`triton_course.attention_backward` -- what chapters 05, 07, 09, 10 and
+  11 share with their hidden tests and measurements; :mod:`triton_course.matmul_fast` and
   :mod:`triton_course.attention_fast` -- the course's fastest kernels of chapters 07 and 09, beyond the exercise.
 
 The grader's side of a graded call runs inside the student's sandboxed kernel and never imports the grader:

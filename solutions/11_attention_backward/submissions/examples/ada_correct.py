@@ -1,2 +1,6 @@
 # The model answer.
-#%% relu from-solution
+#%% forward from-solution
+
+#%% backward from-solution
+
+#%% autograd from-solution
