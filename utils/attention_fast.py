@@ -10,8 +10,10 @@ as the chapter's appendix ("Going further on Hopper") describes it, never graded
   BLOCK_N), where one warpgroup loads and the others compute;
 * a launch table by (head dim, causal), :data:`HOPPER_CONFIGS`, chosen on an H200 by
   ``lab/sweeps/attention_sweep.py --focus``;
-* at D = 128, a kernel scheduled by hand in Gluon (``attention_gluon_kernel``: FlashAttention-3's layout of a
-  program, two computing warpgroups and a loader warp).
+* at D = 128, a kernel scheduled by hand in Gluon (``attention_gluon_kernel``: two computing warpgroups fed by one
+  loader warp, each overlapping its softmax with its own previous P V, FlashAttention-3's pipelining within a
+  warpgroup; without FlashAttention-3's ping-pong barriers between the warpgroups or its producer warpgroup with
+  register reallocation).
 
 :func:`fast_attention` is what the chapter's measurements (``solutions/09_attention/measure.py``) and the probes
 of ``lab/sweeps/attention_*.py`` time as the course's fastest attention. Off Hopper and in the interpreter it
@@ -220,7 +222,7 @@ if GLUON:
     def warpgroup_rows(q_smem, k_ring, v_ring, q_bar, k_full, k_empty, v_full, v_empty, o_desc, qk_scale,
                        head_row, q0, n_blocks, causal):
         """One warpgroup's query rows (those in q_smem, from row q0 of the head): the online softmax with
-        FlashAttention-3's overlap. While the tensor cores compute P_(j-1) V_(j-1), these warps take the softmax
+        FlashAttention-3's overlap within a warpgroup (Shah et al. 2024, section 3.2). While the tensor cores compute P_(j-1) V_(j-1), these warps take the softmax
         of S_j = q K_j^T, finished a moment before; each product is waited for only where its result is needed,
         and each key and value slot is handed back to the loader (an arrive on its 'empty' barrier) as soon as
         this warpgroup is done with it. Sizes come from the buffers: a partition's arguments are run-time values."""
@@ -317,9 +319,10 @@ if GLUON:
                                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                                K_STAGES: gl.constexpr, V_STAGES: gl.constexpr, LOADER_WARPS: gl.constexpr,
                                num_warps: gl.constexpr):
-        """softmax(q k^T) v (qk_scale in base 2) for BLOCK_M query rows of one head, laid out as FlashAttention-3
-        lays out a program: two warpgroups of BLOCK_M / 2 rows that share the key and value slots but never wait
-        for each other, and a loader (LOADER_WARPS warps) that feeds the slots by TMA. num_warps = 4: the first
+        """softmax(q k^T) v (qk_scale in base 2) for BLOCK_M query rows of one head: two warpgroups of BLOCK_M / 2
+        rows that share the key and value slots, and a loader (LOADER_WARPS warps) that feeds the slots by TMA. No
+        barrier orders the two warpgroups (FlashAttention-3's ping-pong scheduling would): a slot is refilled once
+        both have handed it back, so they drift apart only as far as the slots allow. num_warps = 4: the first
         warpgroup; the second and the loader are worker partitions. The descriptors view q, k, v and o as
         [Z * H * N, HEAD_DIM]; q's and o's blocks are BLOCK_M / 2 rows."""
         dtype: gl.constexpr = q_desc.dtype

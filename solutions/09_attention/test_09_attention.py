@@ -1024,3 +1024,133 @@ def test_the_speed_checks_reference_goes_through_the_heads_in_groups(monkeypatch
         torch.testing.assert_close(course_attention.attention_by_heads(q, k, v, causal),
                                    attention_reference(q, k, v, causal), rtol=0, atol=0)
     assert course_attention.attention_by_heads(*(t.to("meta") for t in (q, k, v))).shape == q.shape
+
+
+# ---------------------------------------------------------------------------------------------------
+# Honest about platforms (issue 45): the roofs a T4 or an A10 draws, the benchmark's lengths, the appendix's size
+# ---------------------------------------------------------------------------------------------------
+
+def _fake_device_roof(compute="fp16_tensor"):
+    """device_roof without a GPU: a roof that says which units it was asked for (nothing is measured)."""
+    from triton_course.roofline import Roof
+
+    return Roof(300.0, {"fp16_tensor": 60.0, "fp32": 7.0, "sfu": 0.5}[compute], f"measured {compute}", compute)
+
+
+@pytest.mark.parametrize("name, cc, matmul_units, sfu_tops", [("Tesla T4", (7, 5), "fp32", 8.1 / 2 * 16 / 64),
+                                                               ("NVIDIA A10", (8, 6), "fp16_tensor", 31.2 / 2 * 16 / 128),
+                                                               ("NVIDIA H200", (9, 0), "fp16_tensor", 67 / 2 * 16 / 128)])
+def test_the_roofs_are_the_units_tl_dot_runs_on_and_the_datasheets_special_function_rate(monkeypatch, name, cc,
+                                                                                          matmul_units, sfu_tops):
+    """On a T4 tl.dot runs on the FP32 units, so the matmuls' roof is the FP32 one; from an A10 on it is the fp16
+    tensor cores. The exponentials' roof is 16 special-function ops per clock per SM from the GPU's datasheet, not
+    scaled by how well cuBLAS's SGEMM does (the review's E9.3)."""
+    from triton_course import attention as course_attention
+    from triton_course import device as course_device
+    from triton_course import roofline
+
+    monkeypatch.setattr(course_device, "_CURRENT", student_gpu(name, cc))
+    monkeypatch.setattr(roofline, "device_roof", _fake_device_roof)
+    matmuls, sfu = course_attention.attention_roofs()
+    assert matmuls.compute == matmul_units and sfu.compute == "sfu"
+    assert sfu.peak_tflops == pytest.approx(sfu_tops) and "datasheet" in sfu.source
+
+
+def test_a_t4_times_the_benchmark_up_to_4096_and_its_plot_names_the_fp32_units(monkeypatch):
+    """One call at N = 16384 is 8.8 TFLOP, over a second on a T4's FP32 units: the benchmark stops at 4096 there,
+    and its plot names the FP32 units as the matmuls' roof."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from triton_course import device as course_device
+    from triton_course.attention import FMA_LONGEST_N, benchmark_lengths, plot_tflops
+    from triton_course.bench import Sweep
+    from triton_course.roofline import datasheet_roof
+
+    lengths = [512, 1024, 2048, 4096, 8192, 16384]
+    assert 4 * 4 * 2048 * 16384**2 / 8.1e12 > 1 and FMA_LONGEST_N == 4096
+    with monkeypatch.context() as m:
+        m.setattr(course_device, "_CURRENT", student_gpu("Tesla T4", (7, 5)))
+        assert benchmark_lengths(lengths) == [512, 1024, 2048, 4096]
+        m.setattr(course_device, "_CURRENT", student_gpu("NVIDIA A10", (8, 6)))
+        assert benchmark_lengths(lengths) == lengths
+    assert benchmark_lengths([32, 64]) == [32, 64]   # the interpreter
+    gpu = Sweep([1024], "N", {"Triton attention": [3.0]}, interpreted=False, unit="TFLOP/s")
+    labels = [line.get_label() for line in plot_tflops(gpu, "t", datasheet_roof("T4", "fp32"),
+                                                       datasheet_roof("T4", "sfu"), 64).get_lines()]
+    assert any(label.startswith("roof of the matmuls: FP32 units") for label in labels), labels
+    cell = next(c.source for c in nbformat.read(solution_notebook(CHAPTER), as_version=4).cells
+                if "tflops_sweep({" in c.source and "bench_n =" in c.source)
+    assert "bench_n = benchmark_lengths(" in cell and "matmul_roof, sfu_roof" in cell
+
+
+def test_counting_the_kernels_dots_says_so_when_the_interpreter_moves_its_api(monkeypatch):
+    """The experiment counts tl.dot calls through an internal API of Triton's interpreter: a Triton without it
+    fails loudly, never with a silent count of zero."""
+    from triton.runtime import interpreter
+
+    from triton_course.attention import _counting_dots
+
+    monkeypatch.delattr(interpreter.InterpreterBuilder, "create_dot")
+    with pytest.raises(RuntimeError, match="InterpreterBuilder.create_dot"):
+        with _counting_dots():
+            pass
+
+
+def _markdown(nb) -> tuple[str, str]:
+    """(the main path, the appendix): the markdown before "## Appendix", and from it on."""
+    md = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    start = next(i for i, s in enumerate(md) if s.startswith("## Appendix"))
+    return "\n".join(md[:start]), "\n".join(md[start:])
+
+
+def test_the_appendix_is_at_most_1000_words_and_says_what_other_gpus_show():
+    """Issue 45: the appendix stays a student's reading (at most 1,000 words; the lab's record of designs lives in
+    lab/notes/09_attention.md), says what a T4, an A10 and the CPU show where it quotes the H200, describes the Gluon
+    kernel as what it is (FlashAttention-3's overlap within a warpgroup, without its ping-pong), cites
+    FlashAttention-4's lazy rescaling as code, and names what the chapter leaves out (the backward pass)."""
+    main, appendix = _markdown(nbformat.read(solution_notebook(CHAPTER), as_version=4))
+    assert len(appendix.split()) <= 1000, len(appendix.split())
+    for phrase in ("On a T4 `tl.dot` has no tensor cores", "on an A10 the datasheets", "the CPU checks correctness",
+                   "overlap within a warpgroup, not its whole schedule", "ping-pong", "rescale_threshold",
+                   "The backward pass", "lab/notes/09_attention.md"):
+        assert phrase in appendix, phrase
+    for phrase in ("on a T4 Triton runs `tl.dot` on the FP32 units", "the datasheets predict a quarter on an A10",
+                   "**Elsewhere.** A T4", "(128 × 128 on a T4) is skipped"):
+        assert phrase in main, phrase
+    notes = (ROOT / "lab" / "notes" / "09_attention.md").read_text()
+    assert "ping-pong" in notes and "setmaxnreg" in notes and "rescale_threshold" in notes
+
+
+def test_the_platform_predictions_are_the_datasheets():
+    """The main path's predictions (exponentials against matmuls per head at D = 64: about 1 on the H200, a quarter
+    on an A10, a thirtieth on a T4 whose matmuls run on FP32 units) and the appendix's eighth (A10 against H200
+    tensor cores) come from triton_course.gpus.GPU_SPECS."""
+    from triton_course.gpus import GPU_SPECS
+    from triton_course.roofline import sfu_tops
+
+    def exp_over_matmul(name, matmul_tflops):
+        spec = GPU_SPECS[name]
+        return matmul_tflops / (4 * 64 * sfu_tops(spec.fp32_tflops, spec.compute_capability))
+
+    assert exp_over_matmul("H200", GPU_SPECS["H200"].fp16_tensor_tflops) == pytest.approx(0.92, abs=0.01)
+    assert exp_over_matmul("A10", GPU_SPECS["A10"].fp16_tensor_tflops) == pytest.approx(1 / 4, abs=0.01)
+    assert exp_over_matmul("T4", GPU_SPECS["T4"].fp32_tflops) == pytest.approx(1 / 30, abs=0.005)
+    assert GPU_SPECS["A10"].fp16_tensor_tflops / GPU_SPECS["H200"].fp16_tensor_tflops == pytest.approx(1 / 8, abs=0.01)
+    assert (GPU_SPECS["T4"].fp32_tflops, GPU_SPECS["T4"].fp16_tensor_tflops) == (8.1, 65)
+
+
+def test_the_lab_notes_quote_their_records():
+    """lab/notes/09_attention.md quotes the hand-pipelined loop's cost from its record (the appendix's other
+    figures, which the notes repeat, are held to their records by tests/test_results.py)."""
+    import json
+
+    r = json.loads((ROOT / "solutions" / "09_attention" / "records" / "09_attention_pipelined.json").read_text())
+    slower = [round(100 * (1 - row["pipelined_over_as_is"])) for row in r["rows"]]
+    notes = (ROOT / "lab" / "notes" / "09_attention.md").read_text()
+    assert f"{min(slower)}-{max(slower)}% slower" in notes, (min(slower), max(slower))
+    _, appendix = _markdown(nbformat.read(solution_notebook(CHAPTER), as_version=4))
+    for quoted in ("11-18% slower", "62-65% slower", "5-8% slower", "0.54-0.76", "0.60-0.84", "0.62-0.82",
+                   "0.85 against 0.87", "0.91-0.97", "0.95-0.98", "0.81-0.93", "0.87-0.92", "0.74-0.83",
+                   "4.0 µs once and 1.86 µs per key block", "88% of cuDNN's pace"):
+        assert quoted in notes and quoted in appendix, quoted
