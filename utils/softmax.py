@@ -12,7 +12,9 @@
   (solutions/05_softmax/records/05_softmax_launch_sweep.json, solutions/06_rmsnorm/records/06_rmsnorm_launch_sweep.json), to print beside the
   launch sweep a student runs (chapters 05 and 06);
 * :func:`rule_against_sweeps` -- for a launch rule (``softmax_config``), at every shape both softmax sweeps
-  measured: the launch it picks, what that launch recorded, the fastest launch and the best peer.
+  measured: the launch it picks, what that launch recorded, the fastest launch and the best peer;
+* the constants of the reference launch rules of chapters 05 (``softmax_config``) and 06 (``launch_config``),
+  fitted on one H200: the rules themselves are in the chapters, these numbers are one GPU's answer to them.
 """
 
 from __future__ import annotations
@@ -242,6 +244,34 @@ HINTS: list[Hint] = [
     Hint(_input_modified, "Your softmax wrote into its input: keep the intermediate values (x - max, "
          "exp) in registers and write only the output, which also saves the extra traffic."),
 ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The launch rules' constants, fitted on one H200 (the chapters' appendices say how; another GPU may prefer others)
+# ---------------------------------------------------------------------------------------------------
+
+#: Chapter 05 (softmax_config). A row's bytes are BLOCK_N times the element size. Rows shorter than this are stacked
+#: until a program holds this many bytes, over 4 warps (solutions/05_softmax/records/05_softmax_launch_sweep.json).
+SHORT_ROW_BYTES = 2048
+#: Chapter 05: inputs of up to this many bytes run rows of 4 KB two per program (05_softmax_gaps_sweep.json).
+SMALL_INPUT_BYTES = 32 << 20
+#: Chapter 05: inputs of up to this many bytes get cache hints, STREAM (05_softmax_small_graphs.json, CUDA graphs).
+STREAM_INPUT_BYTES = 16 << 20
+
+#: Chapter 06 (launch_config), fitted by lab/sweeps/norms_gaps.py over 13 shapes timed from CUDA graphs
+#: (solutions/06_rmsnorm/records/06_rmsnorm_gaps_sweep.json). What one warp moves with one 16-byte load per thread:
+#: a fact of the hardware, not a fitted value.
+WARP_BYTES = 32 * 16
+#: Chapter 06: rows of WARP_BYTES or more are stacked until a program loads this many bytes of x.
+TILE_BYTES = 4096
+#: Chapter 06: narrower rows, to this many (at 4 warps, one 16-byte load per thread).
+SHORT_TILE_BYTES = 2048
+#: Chapter 06: bytes of x a thread loads (four 16-byte loads in flight): sets num_warps.
+BYTES_PER_THREAD = 64
+#: Chapter 06: the fewest warps (Triton's default) and the most.
+MIN_WARPS, MAX_WARPS = 4, 16
+#: Chapter 06: rows of up to this many bytes (BLOCK_N x element size) get cache hints; 0: none did better.
+STREAM_ROW_BYTES = 0
 
 
 @lru_cache(maxsize=None)

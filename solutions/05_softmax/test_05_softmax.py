@@ -615,3 +615,77 @@ def test_an_online_softmax_that_never_rescales_loses_the_extensions_tests_here()
         assert got[grade_id].startswith("CheckFailed: softmax_long("), got[grade_id]
     assert "multiplied by exp(m - m_new)" in got["test_softmax_long_traps"], got["test_softmax_long_traps"]
     assert all(v == "passed" for k, v in got.items() if k not in lost), got
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The appendix quotes its records, and the student's cell holds no constant fitted on one GPU
+# ---------------------------------------------------------------------------------------------------------------
+
+def _gbps(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def test_appendix_quotes_the_figures_its_records_hold():
+    """Every H200 figure of the appendix is the one its record holds now: 05_softmax.json (the benchmark, the one-row
+    kernel, the rounds won) and 05_softmax_launch_sweep.json (warps, cache hints, persistent grids). An earlier
+    appendix kept an older run's figures and said "all 15 rounds" where the file says 5 of 15 at N = 8192."""
+    from tests.conftest import main_path
+
+    text = "\n".join(main_path(CHAPTER)[1])
+    records = ROOT / "solutions" / CHAPTER / "records"
+    r = json.loads((records / f"{CHAPTER}.json").read_text())
+    at = {row["n"]: row for row in r["sizes"]}
+    quotes = [f"{_gbps(at[4096]['one_row_gbps'])} GB/s, {at[4096]['one_row_fraction_of_copy']:.0%} of the 1 GiB copy "
+              f"({_gbps(r['copy_gbps'])} GB/s",
+              f"{_gbps(at[4096]['reference_gbps'])} GB/s, {at[4096]['reference_fraction_of_copy']:.0%} of the 1 GiB copy "
+              f"and {at[4096]['reference_fraction_of_same_size_copy']:.0%} of a copy of the same 128 MB "
+              f"({_gbps(at[4096]['same_size_copy_gbps'])} GB/s)",
+              f"`torch.softmax` reached {_gbps(at[4096]['torch_softmax_gbps'])} GB/s at N = 4096 and "
+              f"{_gbps(at[8192]['torch_softmax_gbps'])} at 8192 ({at[4096]['torch_softmax_fraction_of_copy']:.0%} and "
+              f"{at[8192]['torch_softmax_fraction_of_copy']:.0%} of the copy), {_gbps(at[16384]['torch_softmax_gbps'])}",
+              f"({_gbps(at[8192]['reference_gbps'])} against {_gbps(at[8192]['one_row_gbps'])} GB/s; faster in "
+              f"{at[8192]['rounds_reference_faster_than_one_row']} of 15 rounds)",
+              f"({_gbps(at[4096]['torch_compile_gbps'])} against {_gbps(at[4096]['reference_gbps'])})",
+              f"({_gbps(at[8192]['torch_compile_gbps'])} and {_gbps(at[16384]['torch_compile_gbps'])} against "
+              f"{_gbps(at[8192]['reference_gbps'])} and {_gbps(at[16384]['reference_gbps'])})",
+              f"a plain copy reaches only {_gbps(at[512]['same_size_copy_gbps'])} GB/s; the reference "
+              f"({_gbps(at[512]['reference_gbps'])})",
+              f"reached {_gbps(r['long_rows']['softmax_long_gbps'])} GB/s, `torch.softmax` "
+              f"{_gbps(r['long_rows']['torch_softmax_gbps'])}",
+              f"reached only {_gbps(at[16384]['one_row_gbps'])} GB/s there"]
+    for quote in quotes:
+        assert quote in text, quote
+    # the rounds: 14 or 15 of 15 at every width but 8192, where the reference does not win
+    assert {row["rounds_reference_faster_than_one_row"] for n, row in at.items() if n != 8192} <= {14, 15}
+    assert not at[8192]["reference_beats_torch_and_one_row"] and "all 15 rounds" not in text
+    assert "1.6 times `torch.softmax`" in text and round(at[4096]["one_row_gbps"] / at[4096]["torch_softmax_gbps"], 1) == 1.6
+
+    sweep = json.loads((records / f"{CHAPTER}_launch_sweep.json").read_text())["widths"]
+    r1 = {int(n): s["round1_gbps"] for n, s in sweep.items()}
+    assert (f"{_gbps(r1[512]['tile rows1/w1'])} against {_gbps(r1[512]['tile rows1/w4'])} GB/s at N = 512 (1 warp "
+            "against 4)") in text
+    assert f"{_gbps(r1[16384]['tile rows1/w16'])} against {_gbps(r1[16384]['tile rows1/w4'])} at N = 16 384" in text
+    assert (f"({_gbps(r1[512]['cache hints rows1/w1'])} against {_gbps(r1[512]['tile rows1/w1'])} GB/s at N = 512, "
+            f"{_gbps(r1[1024]['cache hints rows1/w1'])} against {_gbps(r1[1024]['tile rows1/w1'])} at 1024)") in text
+    assert (f"({_gbps(r1[4096]['persistent rows1/w2'])} against {_gbps(r1[4096]['tile rows1/w2'])} GB/s at N = 4096)"
+            in text)
+    slower = [1 - max(v for k, v in r.items() if k.startswith("persistent")) /
+              max(v for k, v in r.items() if k.startswith("tile")) for r in r1.values()]
+    assert "3-7% slower" in text and 0.025 <= min(slower) and max(slower) < 0.075, slower
+
+
+def test_the_student_cell_holds_the_rule_but_no_constant_fitted_on_one_gpu():
+    """The TODO states the launch rule; the thresholds fitted on the H200 live in triton_course.softmax and reach the
+    reference only inside its solution, so the student's cell opens with the kernel, not with one GPU's numbers."""
+    import nbformat
+
+    from triton_course import softmax as helpers
+
+    student = nbformat.read(ROOT / "notebooks" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+    cell = next(c.source for c in student.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
+    for name in ("SHORT_ROW_BYTES", "SMALL_INPUT_BYTES", "STREAM_INPUT_BYTES", "H200"):
+        assert name not in cell, name
+    todo = next(c.source for c in student.cells if c.cell_type == "markdown" and c.source.startswith("## TODO"))
+    assert "**The launch rule.** One program per row." in todo and "next power of two of `N`" in todo
+    config = _solution_config()
+    assert config(4096, 1000, 4) == (1024, 2, 4, helpers.STREAM_INPUT_BYTES >= 4096 * 1024 * 4)

@@ -366,8 +366,10 @@ RULE_CONSTANTS = ("TILE_BYTES", "SHORT_TILE_BYTES", "BYTES_PER_THREAD", "MIN_WAR
 
 
 def notebook_rule_constants(chapter: str) -> dict:
-    """The launch rule's constants as the solution notebook assigns them (read, not executed)."""
+    """The launch rule's constants as the solution notebook assigns them, or imports them from the course's helpers
+    (chapter 06 takes its fitted values from triton_course.softmax); the notebook is read, not executed."""
     import ast
+    import importlib
 
     import nbformat
 
@@ -378,7 +380,11 @@ def notebook_rule_constants(chapter: str) -> dict:
         if cell.cell_type != "code":
             continue
         for node in ast.walk(ast.parse(cell.source)):
-            if isinstance(node, ast.Assign):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("triton_course"):
+                for alias in node.names:
+                    if (alias.asname or alias.name) in RULE_CONSTANTS:
+                        found[alias.asname or alias.name] = getattr(importlib.import_module(node.module), alias.name)
+            elif isinstance(node, ast.Assign):
                 targets = node.targets[0].elts if isinstance(node.targets[0], ast.Tuple) else node.targets
                 values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
                 for target, value in zip(targets, values):
@@ -484,6 +490,15 @@ def test_the_cheat_that_spins_the_gpu_after_its_timed_loops_is_otherwise_correct
 # Rows of several blocks on the CPU, and correctness at GPU sizes (graded on a GPU, not graded under the interpreter)
 # ---------------------------------------------------------------------------------------------------------------
 
+def _launch_config():
+    """The solution's launch_config, its cell run on its own with the constants the notebook imports beforehand."""
+    import triton_course.softmax as helpers
+
+    ns = solution_cell(CHAPTER, "rmsnorm")
+    ns.update({name: getattr(helpers, name) for name in (*RULE_CONSTANTS, "WARP_BYTES", "MAX_WARPS")})
+    return ns["launch_config"]
+
+
 def test_the_test_at_gpu_sizes_is_not_graded_under_the_interpreter():
     printed, score, _ = run_cell(CHAPTER, "test_rmsnorm_gpu_sizes")
     assert score == 0 and printed.startswith("NOT GRADED"), printed
@@ -501,7 +516,7 @@ def test_the_test_at_gpu_sizes_spans_many_programs_of_the_launch_rule_and_rows_o
     source, _ = cell_source(CHAPTER, "test_rmsnorm_gpu_sizes")
     assert "check_all(rmsnorm, " in source and "check_all(rmsnorm_with_rstd, " in source
     _, _, ns = run_cell(CHAPTER, "test_rmsnorm_gpu_sizes")
-    config = solution_cell(CHAPTER, "rmsnorm")["launch_config"]
+    config = _launch_config()
     rows = lambda m, n, size: config(m, n, size)[1]  # noqa: E731
     launches = row_launches(ns["GPU_SIZES"], rows)
     largest = largest_rows_per_program(rows, 65536)
@@ -557,3 +572,66 @@ def test_a_sum_of_squares_of_the_last_block_only_loses_the_tests_of_wide_rows_he
         assert got[grade_id].startswith(f"CheckFailed: {call}"), got[grade_id]
     assert all(v == "passed" for k, v in got.items() if k not in lost), got
     assert {"test_rmsnorm_gpu_sizes", "test_rmsnorm_bandwidth", "test_rmsnorm_bf16"} <= set(got)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The prose holds to its records; the student's cell holds the rule, not one GPU's constants
+# ---------------------------------------------------------------------------------------------------------------
+
+def _gbps(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def test_the_prose_quotes_what_the_records_hold():
+    """The bandwidth check's sizes (a 33.5 MB input, 67 MB of traffic), the one-row kernel's margin, the copies of the
+    same size, rstd's cost, and the sweep's figures the appendix quotes, each against its record."""
+    import nbformat
+
+    from grader.course import solution_notebook
+    from tests.conftest import main_path
+
+    main, appendix = ("\n".join(part) for part in main_path(CHAPTER))
+    records = ROOT / "solutions" / CHAPTER / "records"
+    r = json.loads((records / f"{CHAPTER}.json").read_text())
+    m, n = r["bandwidth_check"]["m"], r["bandwidth_check"]["n"]
+    assert f"({m * n * 2 / 1e6:.1f} MB; {2 * m * n * 2 / 1e6:.0f} MB of traffic with the output)" in main
+    assert "67 MB)" not in main and "yardstick at 67 MB" not in appendix
+    one_row = r["bandwidth_check"]["one_row_per_program"]
+    assert one_row["passes"] and f"with little margin ({one_row['fraction_of_same_size_copy']:.0%})" in main
+    copies = json.loads((records / f"{CHAPTER}_copy_limit.json").read_text())["sizes"]
+    best = {k: max(v for name, v in s["fraction_of_copy"].items() if "copy" in name or name == "torch clone")
+            for k, s in copies.items()}
+    assert f"reaches {best['4096x4096']:.0%} of it" in main
+    assert (f"top out at {best['4096x4096']:.0%} of the 1 GiB copy, {best['8192x4096']:.0%} with twice the rows and "
+            f"{best['16384x4096']:.0%} with four times") in appendix
+    assert f"took {r['rmsnorm_with_rstd']['time_ratio_with_rstd']:.3f}× the time of `rmsnorm`" in appendix
+    sweep = json.loads((records / f"{CHAPTER}_launch_sweep.json").read_text())["widths"]
+    r1 = {int(w): s["round1_gbps"] for w, s in sweep.items()}
+    assert f"{_gbps(r1[16384]['tile rows1/w4'])} GB/s at N = 16384 against {_gbps(r1[16384]['tile rows1/w32'])}" in appendix
+    best = {(w, kind): max(v for k, v in r1[w].items() if k.startswith(kind)) for w in r1
+            for kind in ("cache hints", "tile", "persistent")}
+    assert (f"({_gbps(best[1024, 'cache hints'])} against {_gbps(best[1024, 'tile'])} GB/s at N = 1024, "
+            f"{_gbps(best[2048, 'cache hints'])} against {_gbps(best[2048, 'tile'])} at 2048)") in appendix
+    assert all(abs(best[w, "cache hints"] / best[w, "tile"] - 1) < 0.02 for w in r1 if w >= 4096)
+    assert "within 2% either way from 4096 on" in appendix
+    assert f"({_gbps(best[16384, 'persistent'])} against {_gbps(best[16384, 'tile'])} GB/s at N = 16384)" in appendix
+    # rstd is kept for chapter 10, which the course lists
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    todo2 = next(c.source for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## TODO 2"))
+    assert "Chapter 10 (`10_rowwise_backward`) writes that backward kernel and reads this `rstd`." in todo2
+    assert "10_rowwise_backward" in (ROOT / "course.toml").read_text()
+
+
+def test_the_student_cell_holds_the_rule_but_no_constant_fitted_on_one_gpu():
+    """The constants fitted on the H200 come from triton_course.softmax in a given cell; the student's TODO cell opens
+    with the kernel, and the TODO states the rule they encode."""
+    import nbformat
+
+    student = nbformat.read(ROOT / "notebooks" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+    cell = next(c.source for c in student.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "rmsnorm")
+    for name in (*RULE_CONSTANTS, "WARP_BYTES", "MAX_WARPS", "H200"):
+        assert name not in cell, name
+    assert cell.lstrip().startswith("@triton.jit")
+    todo = next(c.source for c in student.cells if c.cell_type == "markdown" and c.source.startswith("## TODO:"))
+    assert "`launch_config` is optional: one row per program at 4 warps is correct. The reference's rule:" in todo
+    assert _launch_config()(4096, 4096, 2) == (4096, 1, 4, 4096, False)
