@@ -330,3 +330,109 @@ def test_a_near_miss_says_so_and_a_real_mistake_does_not():
     record = GradeRecord("ann", "09_attention", "test_attention_sm_scale", 0, 1, "failed", f"CheckFailed: {near}")
     (flag,) = flags([GradedSubmission("ann", "09_attention", [record])])
     assert flag.kinds == ["near miss"] and "Near miss" in flag.evidence[0]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The grader's rule "the result comes from your kernel", applied where a student's result is judged
+# ---------------------------------------------------------------------------------------------------
+
+class _Shell:
+    """Stands in for IPython's running shell: what a notebook's kernel has and a pytest process has not."""
+
+
+@pytest.fixture
+def in_a_notebook(monkeypatch):
+    """check() as a notebook's self-check calls it: an IPython shell is running (COURSE_REQUIRE_KERNEL unset)."""
+    import types
+
+    from triton_course import integrity
+
+    monkeypatch.delenv(integrity.REQUIRE_KERNEL_ENV, raising=False)
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: _Shell()
+    monkeypatch.setitem(__import__("sys").modules, "IPython", fake)
+
+
+def _torch_sum(x, y):
+    return x + y
+
+
+def _launched_then_torch(x, y):
+    out = _launch(x, y)
+    out.copy_(x + y)   # the kernel ran, but what is handed in is PyTorch's sum
+    return out
+
+
+def _launched_into_a_scratch_tensor(x, y):
+    _launch(x, y)
+    return torch.add(x, y)
+
+
+def _returns_its_input(x, y):
+    _launch(x, y)
+    return x
+
+
+@pytest.mark.parametrize("fn, words, absent", [
+    (_torch_sum, ["without launching a Triton kernel", "aten.add", "no Triton kernel launch received"], []),
+    (_launched_then_torch, ["aten.add"], ["without launching", "no Triton kernel launch received"]),
+    (_launched_into_a_scratch_tensor, ["aten.add", "no Triton kernel launch received"], ["without launching"]),
+    (_returns_its_input, ["returned its input `x`"], ["without launching", "aten."]),
+])
+def test_in_a_notebook_a_result_not_made_by_the_kernel_fails_with_its_own_symptoms(in_a_notebook, fn, words, absent):
+    """x + y from PyTorch gives the right values, and scores 0 with the grader: the self-check says so, naming
+    what happened (no launch, the PyTorch operator, a returned tensor no launch received, an input returned),
+    and names nothing that did not happen."""
+    msg = _fail(fn)
+    for w in words:
+        assert w in msg, (w, msg)
+    for w in absent:
+        assert w not in msg, (w, msg)
+
+
+def test_in_a_notebook_an_honest_kernel_passes_and_allocation_views_and_contiguous_are_fine(in_a_notebook):
+    def honest(x, y):
+        x, y = x.contiguous().view(-1), y.contiguous().reshape(-1)
+        out = torch.empty(x.numel(), dtype=x.dtype)
+        n = x.numel()
+        _add_kernel[(triton.cdiv(n, 128),)](x, y, out, n, BLOCK=128, MASK_SLACK=0)
+        return out.view(-1)
+
+    check(honest, _inputs(), lambda x, y: x + y, atol=1e-6, rtol=1e-5)
+    check(_torch_sum, _inputs(), lambda x, y: x + y, atol=1e-6, rtol=1e-5, require_kernel=False)
+
+
+def test_outside_a_notebook_and_the_grader_the_rule_applies_only_when_asked(monkeypatch):
+    from triton_course import integrity
+    from triton_course.checks import judged_here
+
+    monkeypatch.delenv(integrity.REQUIRE_KERNEL_ENV, raising=False)
+    check(_torch_sum, _inputs(), lambda x, y: x + y, atol=1e-6, rtol=1e-5)   # the course's own tests, scripts
+    assert not judged_here() and judged_here(True) and not judged_here(False)
+    assert "aten.add" in _fail(_launched_then_torch, require_kernel=True)
+    monkeypatch.setenv(integrity.REQUIRE_KERNEL_ENV, "1")
+    assert judged_here() and "aten.add" in _fail(_launched_then_torch)
+
+
+def test_the_rule_and_its_operators_are_the_judges():
+    """The self-check and the grader's judge give one verdict: the same operators allowed outside a kernel, and
+    the same problems for the same evidence."""
+    from grader.judge_calls import work_problems as judge_work_problems
+    from triton_course.checks import ALLOWED_OPS, MAX_SCALAR_READS, work_problems
+    from triton_course.relaunch import ALLOWED_OPS as RELAUNCH_ALLOWED_OPS
+
+    assert ALLOWED_OPS == RELAUNCH_ALLOWED_OPS
+    tensor = {"kind": "tensor", "written_by_launch": True, "is_input": False, "exact_type": True}
+    cases = [
+        {"launches": 1, "ops": {"empty_like": 1}, "output": tensor},
+        {"launches": 0, "ops": {"add": 1}, "output": dict(tensor, written_by_launch=False)},
+        {"launches": 1, "ops": {"_local_scalar_dense": MAX_SCALAR_READS + 1}, "unknown_copies": 1,
+         "output": dict(tensor, is_input=True, input_index=1)},
+        {"launches": 2, "output": {"kind": "tuple", "items": [dict(tensor, shares_memory_with=[1]),
+                                                               dict(tensor, exact_type=False)]}},
+    ]
+    for evidence in cases:
+        for required in (True, False):
+            mine = work_problems(evidence, required, ["y", "rstd"], ["x", "w"])
+            assert mine == judge_work_problems(evidence, required, ["y", "rstd"], ["x", "w"])
+            assert bool(mine) == (required and evidence is not cases[0])

@@ -9,11 +9,16 @@ Three tools, used together by :func:`check`:
   (not another tensor, and not unmapped memory);
 * :func:`compare` -- elementwise comparison with a float64 reference, summarised as ranges of indices
   with expected-against-got values, the way a student would debug it by hand.
+
+And one rule the grader applies to every graded call, which :func:`check` applies too where a student's result is
+judged (in a notebook, or under the grader): :func:`work_problems`, whether the result is the work of the
+student's Triton kernel (a launch happened, received the output, and PyTorch computed nothing on the side).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +37,21 @@ _READ_GUARD_BITS = {torch.float32: 0x7FC0F00D, torch.float16: 0x7E0F, torch.bflo
                     torch.float64: 0x7FF8F00DF00DF00D}
 _INT_VIEW = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 DEFAULT_PAD = 4096  # elements of guard on each side: more than any sensible BLOCK
+
+#: PyTorch operators a function may run outside its Triton kernels and still hand in its kernel's result:
+#: allocation, views, copies and input checks. The grader's judge holds graded calls to the same set
+#: (``triton_course.relaunch.ALLOWED_OPS``; tests/test_checks.py keeps the two equal).
+ALLOWED_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
+    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "arange",
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute", "transpose", "t",
+    "squeeze", "unsqueeze", "flatten", "select", "slice", "narrow", "split", "split_with_sizes", "unbind",
+    "alias", "detach", "view_as", "contiguous", "clone", "copy_", "_to_copy", "to", "lift_fresh",
+    "lift_fresh_copy", "resize_", "set_", "is_same_size", "_local_scalar_dense", "is_nonzero", "equal",
+    "stride", "size", "sym_size", "sym_stride", "sym_numel", "numel", "dim", "is_contiguous", "item",
+})
+#: Input checks may look at a few values (``.item()``); reading more is computing in Python.
+MAX_SCALAR_READS = 16
 
 
 class CheckFailed(AssertionError):
@@ -432,6 +452,106 @@ def changed_inputs(before: Sequence[torch.Tensor | None], after: Sequence[torch.
     return notes
 
 
+# ---------------------------------------------------------------------------------------------------
+# Whose work a result is: the grader's rule, applied where the student can see it
+# ---------------------------------------------------------------------------------------------------
+
+def judged_here(require_kernel: bool | None = None) -> bool:
+    """Whether a call checked in this process must show that its result is its Triton kernel's work.
+
+    ``require_kernel`` True or False decides. None (the default) means: where a student's result is judged, under
+    the grader (``COURSE_REQUIRE_KERNEL=1``) and in a notebook (an IPython shell is running), so that a self-check
+    gives the verdict the grader will give; the course's own tests and scripts ask for it when they want it."""
+    if require_kernel is not None:
+        return bool(require_kernel)
+    from .integrity import require_kernel_default
+
+    ipython = sys.modules.get("IPython")
+    return require_kernel_default() or (ipython is not None and getattr(ipython, "get_ipython", lambda: None)()
+                                        is not None)
+
+
+def work_problems(evidence: dict, require_kernel: bool, outputs: Sequence[str] | None = None,
+                  arg_names: Sequence[str] | None = None) -> list[str]:
+    """Why a call's output is not the work of the student's Triton kernel ([] if nothing is wrong), from the
+    evidence of the call (:func:`call_evidence` here; the grader's harness sends the judge the same fields).
+
+    ``evidence["output"]`` is one tensor, or a tuple whose every tensor is held to the same rules
+    (``outputs`` names them, ``arg_names`` the inputs, in messages)."""
+    problems: list[str] = []
+    if not require_kernel:
+        return problems
+    if int(evidence.get("launches", 0)) == 0:
+        problems.append("returned without launching a Triton kernel. The grader awards points only for "
+                        "results your Triton kernel computes (not PyTorch, NumPy or stored answers).")
+    ops = {str(k): int(v) for k, v in dict(evidence.get("ops", {})).items()}
+    computed = sorted(k for k in ops if k not in ALLOWED_OPS)
+    if computed:
+        problems.append("computed with PyTorch outside its kernel (" + ", ".join(f"aten.{k}" for k in computed[:6])
+                        + "). Allocating, views and .contiguous() are fine; the result must come from your kernel.")
+    if ops.get("_local_scalar_dense", 0) > MAX_SCALAR_READS:
+        problems.append(f"read {ops['_local_scalar_dense']} tensor values into Python (.item(), float(...)): "
+                        "the result must come from your kernel, not from Python arithmetic.")
+    if int(evidence.get("unknown_copies", 0)):
+        problems.append("copied data into a tensor that neither its inputs nor a Triton kernel produced "
+                        "(a tensor made from NumPy or Python values?).")
+    out = evidence.get("output") or {}
+    if out.get("kind") == "tensor":
+        problems += _returned_tensor_problems(out, None, arg_names)
+    elif out.get("kind") == "tuple":
+        items = [i for i in out.get("items", []) if isinstance(i, dict)]
+        names = list(outputs) if outputs is not None and len(outputs) == len(items) else \
+            [f"output {i + 1}" for i in range(len(items))]
+        for item, name in zip(items, names):
+            problems += _returned_tensor_problems(item, name, arg_names)
+        for i, item in enumerate(items):
+            twins = [j for j in item.get("shares_memory_with", []) if isinstance(j, int) and i < j < len(items)]
+            for j in twins:
+                problems.append(f"returned outputs `{names[i]}` and `{names[j]}` in the same memory (the same "
+                                "tensor twice?): each output needs a tensor of its own, written by your kernel.")
+    return problems
+
+
+def _returned_tensor_problems(out: dict, name: str | None, arg_names: Sequence[str] | None) -> list[str]:
+    """The evidence of one returned tensor (``name`` is None for a function's only output)."""
+    problems = []
+    which = "a tensor" if name is None else f"as output `{name}` a tensor"
+    if out.get("is_input"):
+        k = out.get("input_index")
+        arg = f"`{arg_names[k]}`" if isinstance(k, int) and arg_names and 0 <= k < len(arg_names) else "one of its inputs"
+        problems.append(f"returned its input {arg} instead of a new output tensor." if name is None else
+                        f"returned its input {arg} as output `{name}` instead of a new tensor.")
+    elif not out.get("written_by_launch"):
+        problems.append(f"returned {which} that no Triton kernel launch received, so the kernel cannot "
+                        "have written it.")
+    if not out.get("exact_type", True):
+        problems.append("returned a subclass of torch.Tensor; return a plain tensor." if name is None else
+                        f"returned as output `{name}` a subclass of torch.Tensor; return a plain tensor.")
+    return problems
+
+
+def call_evidence(got: object, launches, log, inputs: Sequence[torch.Tensor]) -> dict:
+    """The evidence :func:`work_problems` reads, for a call made in this process: its launches
+    (:class:`triton_course.integrity.KernelLaunches`), the operators it ran outside them
+    (:class:`triton_course.integrity.OperatorLog`), and for each returned tensor whether a launch received its
+    storage, whether it is an input, and whether it is a plain tensor."""
+    def one(t: torch.Tensor) -> dict:
+        ptr = t.untyped_storage().data_ptr()
+        index = next((i for i, a in enumerate(inputs) if ptr == a.untyped_storage().data_ptr()), None)
+        return {"kind": "tensor", "written_by_launch": ptr in launches.written, "input_index": index,
+                "is_input": index is not None, "exact_type": type(t) is torch.Tensor}
+
+    evidence = {"launches": launches.count, "ops": dict(log.ops), "unknown_copies": log.unknown_copies}
+    if isinstance(got, torch.Tensor):
+        evidence["output"] = one(got)
+    elif isinstance(got, (tuple, list)) and got and all(isinstance(g, torch.Tensor) for g in got):
+        items = [one(g) for g in got]
+        for i, g in enumerate(got):
+            items[i]["shares_memory_with"] = [j for j, h in enumerate(got) if j != i and shares_memory(g, h)]
+        evidence["output"] = {"kind": "tuple", "items": items}
+    return evidence
+
+
 def _per_output(value: float | Sequence[float], n: int, what: str) -> list[float]:
     if isinstance(value, (int, float)):
         return [float(value)] * n
@@ -460,9 +580,12 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
     "rstd")``); ``atol`` and ``rtol`` may give one value per output. The check then returns a tuple of
     comparisons.
 
-    ``require_kernel``: fail unless ``fn`` launched at least one Triton kernel. The default (None)
-    follows the grader, which sets ``COURSE_REQUIRE_KERNEL=1``; pass False for a check whose function
-    legitimately launches none.
+    ``require_kernel``: fail unless the result is the work of ``fn``'s Triton kernel, by the grader's rule
+    (:func:`work_problems`: a launch happened and received every returned tensor, none of which is an input, and
+    PyTorch computed nothing outside the kernel). The default (None) applies it where a student's result is
+    judged: under the grader (``COURSE_REQUIRE_KERNEL=1``) and in a notebook (:func:`judged_here`), so that a
+    self-check fails where the grader would give nothing; pass False for a check whose function legitimately
+    launches none.
 
     The reference is computed from copies of the inputs taken before the call, and the inputs are
     compared bit for bit with those copies afterwards: a kernel that writes into an input is reported as
@@ -498,7 +621,8 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
         got, after = result_of_call.output, result_of_call.inputs_after
         allocations: list[GuardedTensor | None] = list(result_of_call.allocations)
     else:
-        got, after, allocations = _call_here(fn, args, label, several, require_kernel)
+        got, after, allocations = _call_here(fn, args, label, several, require_kernel,
+                                             out_names if several else None, names)
     changed = changed_inputs(before, after, names) if inputs_unchanged else []
     got_list = _returned(got, label, several, out_names)
     if len(allocations) != len(got_list):
@@ -519,26 +643,33 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
 
 
 def _call_here(fn: Callable[..., object], args: Sequence[object], label: str, several: bool,
-               require_kernel: bool | None) -> tuple[object, list[torch.Tensor], list[GuardedTensor | None]]:
+               require_kernel: bool | None, outputs: Sequence[str] | None = None,
+               arg_names: Sequence[str] | None = None) -> tuple[object, list[torch.Tensor], list[GuardedTensor | None]]:
     """(output, the tensor arguments after the call, the guarded allocation of each output) of ``fn(*args)`` in
     this process, its launches noted (:func:`triton_course.integrity.note_launches`); :class:`CheckFailed` if it
-    raised, or launched no kernel where one is required."""
+    raised, or, where the call is judged (:func:`judged_here`), if its result is not its kernel's work
+    (:func:`work_problems`: the grader's rule)."""
     __tracebackhide__ = True
-    from .integrity import KernelLaunches, note_launches, require_kernel_default
+    from contextlib import nullcontext
 
-    with GuardedAllocations() as allocs, KernelLaunches() as launches:
+    from .integrity import KernelLaunches, OperatorLog, note_launches
+
+    judged = judged_here(require_kernel)
+    inputs = [a for a in args if isinstance(a, torch.Tensor)]
+    launches = KernelLaunches()
+    log = OperatorLog(inputs, launches) if judged else None
+    with GuardedAllocations() as allocs, launches, (log if log is not None else nullcontext()):
         try:
             got = fn(*args)
         except Exception as exc:  # the student's code failed: explain, don't dump Triton internals
             raise CheckFailed(explain_exception(exc, label)) from None
     note_launches(fn, launches.kernels)   # for check_masked_loads(..., launched_by=fn)
-    if (require_kernel_default() if require_kernel is None else require_kernel) and launches.count == 0:
-        raise CheckFailed(f"{label} returned without launching a Triton kernel. The grader awards points "
-                          "only for results your Triton kernel computes (not PyTorch, NumPy or stored "
-                          "answers).")
-    after = [a for a in args if isinstance(a, torch.Tensor)]
+    if log is not None and (isinstance(got, (torch.Tensor, tuple, list))):
+        problems = work_problems(call_evidence(got, launches, log, inputs), True, outputs, arg_names)
+        if problems:
+            raise CheckFailed(f"{label} " + " ".join(problems))
     items = list(got) if several and isinstance(got, (tuple, list)) else [got]
-    return got, after, [allocs.find(g) if isinstance(g, torch.Tensor) else None for g in items]
+    return got, inputs, [allocs.find(g) if isinstance(g, torch.Tensor) else None for g in items]
 
 
 def _returned(got: object, label: str, several: bool, out_names: Sequence[str]) -> list[object]:

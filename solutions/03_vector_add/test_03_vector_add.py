@@ -325,3 +325,99 @@ def test_h200_sweep_has_every_shape_of_the_experiment():
     sweep = _section("launch_sweep")
     assert all(f"{b}/{w}" in sweep["gbps"] for b, w in _experiment_shapes())
     assert sweep["gbps"]["1024/4"] >= 0.9 * max(sweep["gbps"].values()), "the course's BLOCK should be near the best"
+
+
+# --- the self-check gives the grader's verdict on whose work the result is (issue 45) -------------------------
+
+@pytest.fixture
+def in_a_notebook(monkeypatch):
+    """The self-check as a notebook runs it: an IPython shell is running, COURSE_REQUIRE_KERNEL is unset."""
+    import sys
+    import types
+
+    from triton_course import integrity
+
+    monkeypatch.delenv(integrity.REQUIRE_KERNEL_ENV, raising=False)
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: object()
+    monkeypatch.setitem(sys.modules, "IPython", fake)
+
+
+def test_in_a_notebook_the_self_check_fails_pytorchs_sum_as_the_grader_does(in_a_notebook):
+    """fay_torch_result returns PyTorch's x + y: right values, no launch, 0 points from the grader. The self-check
+    now says so, naming the symptoms it has (no launch, aten.add, an output no launch received) and no value hint."""
+    message = self_check(CHAPTER, "fay_torch_result", "examples")
+    assert "without launching a Triton kernel" in message and "aten.add" in message, message
+    assert "no Triton kernel launch received" in message and "Hint:" not in message, message
+    assert self_check(CHAPTER, "ada_correct", "examples") == "passed"
+
+
+# --- constexpr, powers of two and the debugging exercise (issue 45) -------------------------------------------
+
+def _cell(marker: str) -> str:
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    return next(c.source for c in nb.cells if c.cell_type == "code" and marker in c.source)
+
+
+def _run(source: str) -> str:
+    import contextlib
+    import io
+
+    from grader.notebook_code import exec_cell
+    from triton_course.device import setup
+
+    ns = {"torch": torch, "triton": __import__("triton"), "tl": __import__("triton.language").language,
+          "device": setup(quiet=True)}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec_cell(source, "<03 cell>", ns)
+    return out.getvalue()
+
+
+def test_the_power_of_two_cell_accepts_64_and_128_and_refuses_96_with_the_reason():
+    printed = _run(_cell("def iota_kernel"))
+    assert "BLOCK =  64: accepted, out[-1] = 63" in printed and "BLOCK = 128: accepted, out[-1] = 127" in printed
+    assert "BLOCK =  96: refused" in printed and "arange's range must be a power of 2" in printed, printed
+
+
+def test_compiled_for_a_t4_96_is_a_compilation_error_and_static_print_shows_the_block_type(capfd, tmp_path,
+                                                                                            monkeypatch):
+    """What the two new cells say of a GPU, checked without one: Triton's compiler refuses tl.arange(0, 96) for
+    sm_75 with the same reason, tl.static_print prints while compiling, and tl.device_print becomes a printf."""
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource, compile as triton_compile
+        from triton.compiler.errors import CompilationError
+    except ImportError as exc:
+        pytest.skip(f"this Triton cannot compile for CUDA: {exc}")
+    import triton
+
+    from grader.notebook_code import exec_cell
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))   # compiled afresh: static_print prints only then
+
+    ns: dict = {"triton": triton, "tl": triton.language, "torch": torch}
+    for marker in ("def iota_kernel", "def shifted_copy_kernel"):
+        exec_cell(_cell(marker).split("\n\n\n")[0], f"<03 {marker}>", ns)   # the kernel alone, not its launches
+    iota = triton.runtime.jit.JITFunction(getattr(ns["iota_kernel"], "fn", ns["iota_kernel"]))
+    with pytest.raises(CompilationError, match="power of 2"):
+        triton_compile(ASTSource(iota, {"out_ptr": "*i32", "BLOCK": "constexpr"}, constexprs={"BLOCK": 96}),
+                       target=GPUTarget("cuda", 75, 32))
+    shifted = triton.runtime.jit.JITFunction(getattr(ns["shifted_copy_kernel"], "fn", ns["shifted_copy_kernel"]))
+    signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32", "BLOCK": "constexpr"}
+    compiled = triton_compile(ASTSource(shifted, signature, constexprs={"BLOCK": 4}), target=GPUTarget("cuda", 75, 32),
+                              options={"num_warps": 1})
+    assert "compiling with BLOCK = 4" in capfd.readouterr().out and "vprintf" in compiled.asm["ptx"]
+
+
+def test_the_debugging_exercise_shows_its_bug_and_leaves_no_breakpoint_active():
+    """Program 1 prints offsets 1..4 (not 4..7) and elements 6..9 stay -1: what the exercise asks the student to
+    see. No code cell calls breakpoint() (nbval and the grader have nobody to type at it)."""
+    printed = _run(_cell("def shifted_copy_kernel"))
+    assert "program 1, offsets" in printed and "[1 2 3 4]" in printed, printed
+    assert "out: [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, -1.0, -1.0, -1.0, -1.0]" in printed, printed
+    nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            active = [line for line in cell.source.splitlines() if "breakpoint()" in line.split("#")[0]]
+            assert not active, active

@@ -567,3 +567,60 @@ def test_the_experiments_hardware_tanh_kernel_and_the_reference_compile_for_sm90
         ptx = _cross_compile(ns["gelu_hw_tanh_kernel"], dtype, n_divisible=True)
         assert ptx.count("tanh.approx.f32") == 8 and "ex2.approx" not in ptx, dtype
     assert "cvt.rn.bf16x2.f32" in _cross_compile(ns["gelu_kernel"], "bf16", n_divisible=True)
+
+
+# --- the self-check gives the grader's verdict on whose work the result is (issue 45) -------------------------
+
+_TORCH_GELU = '''#%% gelu from-solution
+#%%- replace
+    out = torch.empty_like(x)
+    n = x.numel()
+    if n:
+        gelu_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK)
+    return out
+#%%- with
+    return F.gelu(x, approximate="tanh")
+'''
+
+
+def _self_check_with(answers_text: str) -> str:
+    """The student notebook with these answers, run in this process up to its self-check: "passed" or its message."""
+    import contextlib
+    import io
+
+    from grader.examples import apply_answers, parse_answers
+    from grader.notebook_code import exec_cell
+
+    nb = apply_answers(CHAPTER, parse_answers(answers_text))
+    ns: dict[str, object] = {"__name__": "__main__"}
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec_cell(cell.source, f"<{CHAPTER} cell {i}>", ns)
+        except CheckFailed as exc:
+            return str(exc)
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "self_check":
+            return "passed"
+    raise AssertionError("no self-check cell")
+
+
+def test_in_a_notebook_the_self_check_fails_f_gelu_as_the_grader_does(monkeypatch):
+    """F.gelu gives GELU's values and scores nothing with the grader; in a notebook (an IPython shell is running)
+    the self-check says so and names what happened. Outside one (this process) the same self-check passes: the
+    course's own tests and scripts ask for the rule when they want it."""
+    import sys
+    import types
+
+    from triton_course import integrity
+
+    monkeypatch.delenv(integrity.REQUIRE_KERNEL_ENV, raising=False)
+    assert _self_check_with(_TORCH_GELU) == "passed"
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: object()
+    monkeypatch.setitem(sys.modules, "IPython", fake)
+    message = _self_check_with(_TORCH_GELU)
+    assert "without launching a Triton kernel" in message and "aten.gelu" in message, message
+    assert "Hint:" not in message, message
+    assert _self_check_with("#%% gelu from-solution\n") == "passed"
