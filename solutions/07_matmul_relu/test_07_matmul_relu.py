@@ -574,12 +574,31 @@ def test_every_launch_the_rule_picks_compiles_for_its_gpu_within_its_shared_memo
             if case not in cases:
                 cases.append(case)
                 limits.append((name, shared_memory_per_program(cc)))
-    for case, (name, limit), report in zip(cases, limits, compile_reports(ns["matmul_relu_kernel"], cases)):
+    # the cliff as the main path states it for a T4 and an A10: 3000^3 without ALIGNED, in the launch the rule takes
+    cliff = [dict(m=3000, n=3000, k=3000, aligned=False, arch=cc[0] * 10 + cc[1], **_rule(3000, 3000, 3000, cc, sms))
+             for name, cc, sms in RULE_GPUS if name in ("T4", "A10")]
+    # the experiments' fixed launch (GROUP_M alone, and the benchmark's straightforward 128 x 128 x 32 config) on the
+    # GPUs with the least shared memory per program: it fits both, so no experiment needs to skip a shape there
+    fixed = [dict(m=2048, n=2048, k=2048, aligned=False, arch=arch, BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8,
+                  num_stages=3, num_warps=4) for arch in (75, 86)]
+    reports = compile_reports(ns["matmul_relu_kernel"], cases + cliff + fixed)
+    for case, report in zip(fixed, reports[len(cases) + len(cliff):]):
+        assert report.shared_bytes <= shared_memory_per_program((case["arch"] // 10, case["arch"] % 10)), case
+    for case, (name, limit), report in zip(cases, limits, reports):
         assert report.shared_bytes <= limit, (name, case, report.shared_bytes)
         if report.stack_bytes is not None:
             assert report.stack_bytes == 0, (name, case)
         if case["arch"] >= 80:
             assert report.tensor_core_ops > 0 and report.async_copies > 0, (name, case, report.summary())
+        else:   # sm_75: FMA, no cp.async, but 16-byte loads of rows it can prove aligned
+            assert report.tensor_core_ops == 0 and report.async_copies == 0, (name, report.summary())
+            assert report.count("ld.global.v4") > 0 and report.two_byte_loads == 0, (name, report.summary())
+    t4_cliff, a10_cliff = reports[len(cases):len(cases) + len(cliff)]
+    assert t4_cliff.async_copies == 0 and t4_cliff.two_byte_loads > 0 and t4_cliff.count("ld.global.v4") == 0
+    assert a10_cliff.async_copies == 0 and a10_cliff.two_byte_loads > 0 and a10_cliff.tensor_core_ops > 0
+    text = "\n".join(main_path(CHAPTER)[0])
+    assert "An A10 (sm_86) compiles alike; a T4 (sm_75) has no `cp.async`, so there the cliff is 2-byte against " \
+           "16-byte loads alone." in text
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1091,6 +1110,7 @@ def test_a_hint_on_a_kernel_argument_is_dropped_and_on_a_computed_value_is_kept(
 def test_main_path_is_at_most_1800_words_and_the_appendix_follows_the_takeaways():
     markdown, appendix = main_path(CHAPTER)
     assert appendix and sum(len(s.split()) for s in markdown) <= 1800
+    assert sum(len(s.split()) for s in appendix) <= 1000, "dated changes and failed designs go to lab/notes/07_matmul_relu.md"
     assert any(s.startswith("## What to take away") for s in markdown)
     text = "\n".join(markdown)
     for heading in ("## Experiment", "## The cliff", "## Shared memory", "## A profiler table", "## Benchmark",
@@ -1355,3 +1375,77 @@ def test_a_matmul_that_calls_the_fast_path_earns_nothing_the_courses_kernels_com
     assert outcomes["test_relu_zeros"] == "passed"
     honest = run_with_answers(CHAPTER, "ada_correct")   # graded next in the same process: every point it earns
     assert all(honest[gid] == "passed" for gid in outcomes), honest
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 45: the GROUP_M reading follows its file, the appendix keeps the ideas, the lab notes the history
+# ---------------------------------------------------------------------------------------------------
+
+
+def _group_m_output(ns, capsys, recorded_tflops) -> str:
+    from grader.notebook_code import exec_cell
+
+    fake = dict(ns)
+    record = {"group_m": {"tflops": {str(g): t for g, t in recorded_tflops.items()}}}
+    fake["recorded_sweep"] = lambda: (record, "recorded on a stand-in")
+    capsys.readouterr()
+    exec_cell(_chapter_cell("GROUPS = "), "<07 GROUP_M>", fake)
+    return capsys.readouterr().out
+
+
+def test_the_group_m_statements_are_computed_from_the_recorded_figures(ns, capsys):
+    """The statements under the GROUP_M table (fastest orders, slowest, spread, fewest bands) are printed from the
+    figures, so they cannot drift from them: with the recorded H200 sweep, 8 and 16 fastest, row-major slowest by
+    10.7%; with made-up figures, whatever those say."""
+    path = ROOT / "solutions" / "07_matmul_relu" / "records" / "07_matmul_relu_sweep.json"
+    rec = {int(g): t for g, t in json.loads(path.read_text())["group_m"]["tflops"].items()}
+    out = _group_m_output(ns, capsys, rec)
+    best = max(rec.values())
+    fastest = " and ".join(str(g) for g, t in rec.items() if t >= 0.99 * best)
+    slowest = min(rec, key=rec.get)
+    assert (f"recorded: fastest GROUP_M = {fastest} (within 1% of the best); slowest GROUP_M = {slowest}, which the "
+            f"best outruns by {best / rec[slowest] - 1:.1%}") in out, out
+    made_up = {1: 500.0, 2: 510.0, 4: 520.0, 8: 530.0, 16: 540.0, 32: 600.0}
+    out = _group_m_output(ns, capsys, made_up)
+    assert "recorded: fastest GROUP_M = 32 (within 1% of the best); slowest GROUP_M = 1, which the best outruns by " \
+           "20.0%" in out, out
+    made_up = {1: 590.0, 2: 500.0, 4: 520.0, 8: 600.0, 16: 596.0, 32: 560.0}
+    out = _group_m_output(ns, capsys, made_up)
+    assert "fastest GROUP_M = 8 and 16" in out and "slowest GROUP_M = 2" in out and "row-major runs 1.7% below" in out
+
+
+def test_the_group_m_reading_quotes_no_figure_of_its_own():
+    """The markdown that reads the GROUP_M table states no number of the record (it once said "within 3%, 32
+    fastest" beside a file that showed 10.7%, 8 and 16): the figures are the printed lines'."""
+    markdown, _ = main_path(CHAPTER)
+    reading = next(s for s in markdown if s.startswith("**Reading it.**") and "GROUP_M" in s)
+    assert "%" not in reading and "fastest" not in reading and "396" not in reading, reading
+    assert "computed from" in reading
+
+
+def test_the_appendix_keeps_the_fast_paths_ideas_and_sends_the_history_to_the_lab_notes():
+    """The appendix names the fast path's ideas (waves, TMA, persistent programs, the last wave cut along K,
+    where rows start, warp specialisation in Gluon) and points to utils/matmul_fast.py and the lab notes, which
+    hold the measured designs and dated changes the appendix used to carry."""
+    _, appendix = main_path(CHAPTER)
+    text = "\n".join(appendix)
+    for idea in ("**Waves.**", "TMA", "**Persistent programs.**", "along K", "**Where rows start.**",
+                 "warp specialisation", "utils/matmul_fast.py", "lab/notes/07_matmul_relu.md", "max-autotune",
+                 "CUDA graphs", "T4", "A10"):
+        assert idea in text, idea
+    assert "2026-" not in text and "Until " not in text   # no dated changes
+    notes = (ROOT / "lab" / "notes" / "07_matmul_relu.md").read_text()
+    for moved in ("Stream-K", "Designs at 3000³ that stayed under 95%", "solutions/07_matmul_relu/records/07_matmul_relu_tuning.json",
+                  "solutions/07_matmul_relu/records/07_matmul_relu_gluon_focus.json", "Until 2026-11-28"):
+        assert moved in notes, moved
+
+
+def test_no_main_path_cell_launches_a_fixed_h200_tile_on_the_running_gpu():
+    """The cliff's timing on a GPU launches the rule's pick for that GPU (an H200's 128 x 256 x 64 in 3 stages
+    needs more shared memory than some GPUs give a program), and the speed-check prose quotes no speed the model
+    answer was never recorded at: the cell prints the recorded sweep's figure."""
+    cliff = _chapter_cell("recorded, source = recorded_sweep()\nprint(\"TFLOP/s")
+    assert "**launch_config(n_c, n_c, n_c)" in cliff and "**TILE))" not in cliff
+    markdown, _ = main_path(CHAPTER)
+    speed = next(s for s in markdown if "## Speed check" in s)
+    assert "room to spare" not in speed and "untested" in speed

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import ROOT, run_with_answers
 from tests.gpu_sizes import (GRID_AXIS_LIMIT, cell_source, ends_with_at_gpu_sizes, largest_rows_per_program,
-                             row_launches, run_cell, solution_cell, spans_many_programs)
+                             row_launches, run_cell, spans_many_programs)
 from triton_course.gpus import GPU_SPECS
 from triton_course.roofline import KernelPoint, Roof, datasheet_roof, device_roof, plot_roofline
 
@@ -347,7 +347,7 @@ def test_the_test_at_gpu_sizes_spans_many_programs_of_the_launch_rule_and_rows_o
     float16. All within a T4. On the CPU, the float32 test holds a row of 65535 values too."""
     import torch
 
-    config = solution_cell(CHAPTER, "fused")["launch_config"]
+    config = _launch_rule()["launch_config"]
     rows = lambda m, n, size: config(m, n, size)[1]  # noqa: E731
     launches = row_launches(_gpu_sizes(), rows)
     largest = largest_rows_per_program(rows, 65536)
@@ -410,3 +410,82 @@ def test_a_loop_over_a_row_that_stops_after_its_first_block_loses_the_tests_of_w
         assert "Hint: the end of each long row was never written" in got[grade_id], got[grade_id]
     assert all(v == "passed" for k, v in got.items() if k not in lost), got
     assert {"test_fused_gpu_sizes", "test_fused_bandwidth", "test_fused_bf16"} <= set(got)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 45: the launch rule is given, outside the student's cell; the prose says what spills and fusion cost
+# ---------------------------------------------------------------------------------------------------
+
+_RULE_CONSTANTS = ("WARP_BYTES", "TILE_BYTES", "SHORT_TILE_BYTES", "BYTES_PER_THREAD", "MIN_WARPS", "MAX_WARPS",
+                   "STREAM_ROW_BYTES")
+
+
+def _rule_cell():
+    return next(c for c in _solution().cells if c.cell_type == "code" and c.id == "launch-rule")
+
+
+def _launch_rule() -> dict:
+    """The namespace of the given launch-rule cell, run on its own."""
+    import math
+
+    import triton
+
+    ns = {"math": math, "triton": triton}
+    exec(compile(_rule_cell().source, "<08 launch rule>", "exec"), ns)
+    return ns
+
+
+def test_the_launch_rule_is_given_before_the_todo_and_its_fitted_constants_stay_out_of_it():
+    """The rule's H200-fitted constants and launch_config sit in a given cell (no nbgrader solution region) before
+    the student's cell, which assigns none of them; the TODO's text names the rule; the constants' origin is said
+    where they are."""
+    import ast
+
+    cells = _solution().cells
+    rule = _rule_cell()
+    fused_at = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "fused")
+    assert cells.index(rule) < fused_at and "BEGIN SOLUTION" not in rule.source
+    assert not rule.metadata.get("nbgrader", {}).get("solution")
+    assert "fitted on one H200" in rule.source and "08_fusion_gaps_sweep.json" in rule.source
+    fused = cells[fused_at].source
+    assigned = {t.id for node in ast.walk(ast.parse(fused)) if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)}
+    assert not assigned & set(_RULE_CONSTANTS) and "def launch_config" not in fused
+    assert set(_RULE_CONSTANTS) <= set(_launch_rule())
+    todo = next(c.source for c in cells if c.cell_type == "markdown" and "## TODO 3" in c.source)
+    assert "`launch_config`" in todo and "chapter 06's rule" in todo
+
+
+def test_the_student_notebook_gets_the_launch_rule_whole():
+    """Released, the given cell is the solution's, word for word: nothing of it is the student's to write."""
+    import nbformat
+
+    student = nbformat.read(ROOT / "notebooks" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+    assert any(c.cell_type == "code" and c.source == _rule_cell().source for c in student.cells)
+
+
+def test_the_prose_says_what_spills_and_attention_cost_and_owns_its_rule():
+    """Review 06-09, E8.1-E8.3: spills go to local memory, cached in L1 and L2; attention fuses because softmax
+    feeds a linear map (rescaled online), not because its scores are large; the reuse rule is the course's own."""
+    text = "\n".join(c.source for c in _solution().cells if c.cell_type == "markdown")
+    assert "spills to local memory, cached in L1 and L2 and reaching HBM only when evicted" in text
+    assert "HBM traffic again" not in text
+    assert "softmax feeds a linear map (`P V`)" in text and "online softmax" in text
+    assert "as Ivanov et al. apply it" not in text and "Our rule: **fuse away an intermediate" in text
+    assert "since the fused sweep ran before chapter 06" not in text
+
+
+def test_the_chains_are_memory_or_compute_bound_alike_on_a_t4_an_a10_and_an_h200(capsys):
+    """What the roofline cell prints for three datasheets: the memory-bound chains stay memory bound on every one,
+    the square GEMM compute bound, the skinny one memory bound (the reading says so for a T4 and an A10)."""
+    for gpu in ("H200", "A10", "T4"):
+        spec = GPU_SPECS[gpu]
+        fp32 = spec.fp32_tflops * 1e3 / spec.peak_gbps
+        tensor = spec.fp16_tensor_tflops * 1e3 / spec.peak_gbps
+        assert 5 * 4096**2 / (2 * 4096**2 * 2) < fp32 and 5 / 8 < fp32                 # softmax, add + RMSNorm
+        assert 2 * 4096**3 / ((3 * 4096**2) * 2) > tensor                                # GEMM 4096^3
+        assert 2 * 8192**2 * 64 / ((2 * 8192 * 64 + 8192**2) * 2) < tensor               # GEMM K = 64
+    cell = next(c.source for c in _solution().cells if c.cell_type == "code" and "ridges fp32" in c.source)
+    assert 'for gpu in ("H200", "A10", "T4")' in cell
+    counter = next(c.source for c in _solution().cells if c.cell_type == "code" and "counter_example" in c.source)
+    assert 'for gpu in ("A10", "T4")' in counter and "not measured" in counter   # the H200 record's one line elsewhere
