@@ -28,12 +28,12 @@ import torch
 from grader.gpu_lock import GpuLock
 from grader.phases import PhaseClock, phase
 from grader.relauncher import InProcessRelauncher, Relauncher, RerunEvidence, record_problems, rerun_evidence
-from triton_course.checks import CheckFailed, GuardedTensor
+# What counts as the student's own work is one rule, the self-checks' and the judge's: triton_course.checks.
+from triton_course.checks import MAX_SCALAR_READS, CheckFailed, GuardedTensor, work_problems  # noqa: F401
 from triton_course.exchange import (CALL_MODE, DTYPES, MAX_OUTPUTS, MISSING, OK, PLAIN, RAISED, REFUSED, NoAnswer,
                                     load_tensor, read_record, read_response, tensor_spec, write_request)
 from triton_course.fixtures import Fixture
 from triton_course.integrity import KernelSource, note_launches
-from triton_course.relaunch import ALLOWED_OPS
 
 #: An answer to a call larger than this is refused unread (its tensors are files of their own).
 MAX_RESPONSE_BYTES = 1_000_000
@@ -64,72 +64,6 @@ class Seed:
     def hex(self) -> str:
         """The secret itself, for the instructor's own record of a run (never sent to a sandbox)."""
         return self._secret.hex()
-
-
-# ---------------------------------------------------------------------------------------------------
-# What counts as the student's own work
-# ---------------------------------------------------------------------------------------------------
-
-#: Input checks may look at a few values (``.item()``); reading more is computing in Python.
-MAX_SCALAR_READS = 16
-
-
-def work_problems(evidence: dict[str, Any], require_kernel: bool, outputs: list[str] | None = None,
-                  arg_names: list[str] | None = None) -> list[str]:
-    """Why a call's output is not the work of the student's Triton kernel ([] if nothing is wrong).
-
-    ``evidence["output"]`` is one tensor, or a tuple whose every tensor is held to the same rules
-    (``outputs`` names them, ``arg_names`` the inputs, in messages)."""
-    problems: list[str] = []
-    if not require_kernel:
-        return problems
-    if int(evidence.get("launches", 0)) == 0:
-        problems.append("returned without launching a Triton kernel. The grader awards points only for "
-                        "results your Triton kernel computes (not PyTorch, NumPy or stored answers).")
-    ops = {str(k): int(v) for k, v in dict(evidence.get("ops", {})).items()}
-    computed = sorted(k for k in ops if k not in ALLOWED_OPS)
-    if computed:
-        problems.append("computed with PyTorch outside its kernel (" + ", ".join(f"aten.{k}" for k in computed[:6])
-                        + "). Allocating, views and .contiguous() are fine; the result must come from your kernel.")
-    if ops.get("_local_scalar_dense", 0) > MAX_SCALAR_READS:
-        problems.append(f"read {ops['_local_scalar_dense']} tensor values into Python (.item(), float(...)): "
-                        "the result must come from your kernel, not from Python arithmetic.")
-    if int(evidence.get("unknown_copies", 0)):
-        problems.append("copied data into a tensor that neither its inputs nor a Triton kernel produced "
-                        "(a tensor made from NumPy or Python values?).")
-    out = evidence.get("output") or {}
-    if out.get("kind") == "tensor":
-        problems += _output_problems(out, None, arg_names)
-    elif out.get("kind") == "tuple":
-        items = [i for i in out.get("items", []) if isinstance(i, dict)]
-        names = outputs if outputs is not None and len(outputs) == len(items) else \
-            [f"output {i + 1}" for i in range(len(items))]
-        for item, name in zip(items, names):
-            problems += _output_problems(item, name, arg_names)
-        for i, item in enumerate(items):
-            twins = [j for j in item.get("shares_memory_with", []) if isinstance(j, int) and i < j < len(items)]
-            for j in twins:
-                problems.append(f"returned outputs `{names[i]}` and `{names[j]}` in the same memory (the same "
-                                "tensor twice?): each output needs a tensor of its own, written by your kernel.")
-    return problems
-
-
-def _output_problems(out: dict[str, Any], name: str | None, arg_names: list[str] | None) -> list[str]:
-    """The evidence of one returned tensor (``name`` is None for a function's only output)."""
-    problems = []
-    which = "a tensor" if name is None else f"as output `{name}` a tensor"
-    if out.get("is_input"):
-        k = out.get("input_index")
-        arg = f"`{arg_names[k]}`" if isinstance(k, int) and arg_names and 0 <= k < len(arg_names) else "one of its inputs"
-        problems.append(f"returned its input {arg} instead of a new output tensor." if name is None else
-                        f"returned its input {arg} as output `{name}` instead of a new tensor.")
-    elif not out.get("written_by_launch"):
-        problems.append(f"returned {which} that no Triton kernel launch received, so the kernel cannot "
-                        "have written it.")
-    if not out.get("exact_type", True):
-        problems.append("returned a subclass of torch.Tensor; return a plain tensor." if name is None else
-                        f"returned as output `{name}` a subclass of torch.Tensor; return a plain tensor.")
-    return problems
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -415,13 +415,13 @@ def test_outside_a_notebook_and_the_grader_the_rule_applies_only_when_asked(monk
 
 
 def test_the_rule_and_its_operators_are_the_judges():
-    """The self-check and the grader's judge give one verdict: the same operators allowed outside a kernel, and
-    the same problems for the same evidence."""
+    """The self-check and the grader's judge give one verdict: the rule is defined once (triton_course.checks) and
+    the judge and the re-run import it, so the same evidence gets the same problems."""
     from grader.judge_calls import work_problems as judge_work_problems
     from triton_course.checks import ALLOWED_OPS, MAX_SCALAR_READS, work_problems
     from triton_course.relaunch import ALLOWED_OPS as RELAUNCH_ALLOWED_OPS
 
-    assert ALLOWED_OPS == RELAUNCH_ALLOWED_OPS
+    assert judge_work_problems is work_problems and RELAUNCH_ALLOWED_OPS is ALLOWED_OPS   # one definition
     tensor = {"kind": "tensor", "written_by_launch": True, "is_input": False, "exact_type": True}
     cases = [
         {"launches": 1, "ops": {"empty_like": 1}, "output": tensor},

@@ -39,9 +39,11 @@ def test_solution_code_drops_only_the_region_markers():
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_every_answer_file_applies_to_the_current_solution(chapter):
+    """Examples and attacks alike (applying an answer file reads it as text; nothing of it runs here): an edit of a
+    solution that breaks an attack's answer file fails here, not minutes later in the sandboxed corpus tests."""
     files = answer_files(chapter)
     assert any(f.stem.startswith("ada") for f in files), f"{chapter} needs a correct example submission"
-    for f in files:
+    for f in files + answer_files(chapter, "attacks"):
         nb = apply_answers(chapter, parse_answers(f.read_text()))
         assert nb.cells, f
 

@@ -38,20 +38,10 @@ from typing import Any
 
 import torch
 
-from .checks import explain_exception
+from .checks import ALLOWED_OPS, explain_exception  # noqa: F401 (ALLOWED_OPS: the launchers' rule, defined once)
 from .exchange import (OK, RAISED, REFUSED, RelaunchRequest, RelaunchResponse, load_tensor, read_request, tensor_spec,
                        write_response)
 
-#: PyTorch operators a launcher may run outside its kernels: allocation, views, copies, input checks.
-ALLOWED_OPS = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
-    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "arange",
-    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute", "transpose", "t",
-    "squeeze", "unsqueeze", "flatten", "select", "slice", "narrow", "split", "split_with_sizes", "unbind",
-    "alias", "detach", "view_as", "contiguous", "clone", "copy_", "_to_copy", "to", "lift_fresh",
-    "lift_fresh_copy", "resize_", "set_", "is_same_size", "_local_scalar_dense", "is_nonzero", "equal",
-    "stride", "size", "sym_size", "sym_stride", "sym_numel", "numel", "dim", "is_contiguous", "item",
-})
 #: Operators whose new memory holds whatever was there: the relaunch fills it with :data:`POISON_BYTE`.
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 #: Every byte of memory the record does not say how to fill (NaN in every float type, -1 in every int).

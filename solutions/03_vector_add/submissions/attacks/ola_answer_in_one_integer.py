@@ -3,7 +3,7 @@
 # bits of every number a launch carries: no points.
 #%% add from-solution
 #%%- replace
-BLOCK = 1024  # elements per program: a multiple of the 32 lanes of a warp, large enough to amortise a program
+BLOCK = 1024  # elements per program: a power of two (tl.arange needs one), large enough to amortise a program
 #%%- with
 BLOCK = 1024
 

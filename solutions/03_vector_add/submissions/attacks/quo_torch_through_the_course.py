@@ -14,7 +14,7 @@
     a.handle.data[:] = (t.from_numpy(a.handle.data) + t.from_numpy(b.handle.data)).numpy()
     tl.store(out_ptr + idx, a, mask=inside)
 #%%- replace
-BLOCK = 1024  # elements per program: a multiple of the 32 lanes of a warp, large enough to amortise a program
+BLOCK = 1024  # elements per program: a power of two (tl.arange needs one), large enough to amortise a program
 #%%- with
 import triton_course.relaunch
 

@@ -1,7 +1,7 @@
 # A slow add (tiny blocks) that claims 10x the traffic in `traffic_bytes`: the judge counts the bytes itself.
 #%% add from-solution
 #%%- replace
-BLOCK = 1024  # elements per program: a multiple of the 32 lanes of a warp, large enough to amortise a program
+BLOCK = 1024  # elements per program: a power of two (tl.arange needs one), large enough to amortise a program
 #%%- with
 BLOCK = 16
 

@@ -1,7 +1,7 @@
 # A correct kernel whose cell pushes 60 MB through display updates: the stored notebook stays small.
 #%% add from-solution
 #%%- replace
-BLOCK = 1024  # elements per program: a multiple of the 32 lanes of a warp, large enough to amortise a program
+BLOCK = 1024  # elements per program: a power of two (tl.arange needs one), large enough to amortise a program
 #%%- with
 BLOCK = 1024
 from IPython.display import display as _display

@@ -1,7 +1,7 @@
 # Loads and stores without a mask: stores past the end of the output on ragged sizes.
 #%% add from-solution
 #%%- replace
-BLOCK = 1024  # elements per program: a multiple of the 32 lanes of a warp, large enough to amortise a program
+BLOCK = 1024  # elements per program: a power of two (tl.arange needs one), large enough to amortise a program
 #%%- with
 BLOCK = 1024
 #%%- replace

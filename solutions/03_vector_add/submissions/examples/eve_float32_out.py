@@ -1,7 +1,7 @@
 # Always returns float32: right for float32 inputs, wrong dtype for float16 ones.
 #%% add from-solution
 #%%- replace
-BLOCK = 1024  # elements per program: a multiple of the 32 lanes of a warp, large enough to amortise a program
+BLOCK = 1024  # elements per program: a power of two (tl.arange needs one), large enough to amortise a program
 #%%- with
 BLOCK = 1024
 #%%- replace
