@@ -137,3 +137,14 @@ def test_bandwidth_points_are_only_for_a_correct_kernel(monkeypatch):
     monkeypatch.setattr(grading, "measure_gbps", lambda fn, make, nbytes: 500.0)
     with pytest.raises(CheckFailed, match="500 GB/s; target 75%"):
         bandwidth_points(lambda: None, lambda: (), 1, fraction=0.75, points=2, what="add")
+
+
+@pytest.mark.parametrize("cc, noted", [((7, 5), True), ((8, 6), False), ((9, 0), False)])
+def test_the_setup_cell_tells_a_t4_what_runs_there(cc, noted):
+    """Issue 45: the setup cell (its summary's notes) says on a T4 that Triton supports 8.0 and later, what runs
+    there and which chapters teach less; an A10 or an H200 gets no such note."""
+    from triton_course.device import Device
+
+    device = Device(False, torch.device("cuda"), "Tesla T4" if noted else "GPU", cc, None, None, None)
+    notes = " ".join(device.notices())
+    assert ("compute capability 8.0 and later" in notes and "07, 09 and 11" in notes and "FMA" in notes) is noted
