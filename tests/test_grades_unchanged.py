@@ -47,10 +47,11 @@ def test_the_rewritten_examples_fail_what_they_failed_before(chapter):
         assert _failed(after[student]) == _failed(before[student]) | FAILS_MORE.get((chapter, student), set()), student
 
 
-def test_the_record_covers_every_example_of_the_course():
-    """after.json is not stale: it holds exactly the chapters and the example files there are now."""
-    assert set(AFTER) == set(CHAPTERS)
-    for chapter in CHAPTERS:
+def test_the_record_covers_every_example_of_the_moved_chapters():
+    """after.json is not stale: it holds every chapter the move covered (before.json's), each with exactly the
+    example files it has now. Chapters added since (10, 11) were never moved; their own tests grade their examples."""
+    assert set(AFTER) == set(BEFORE) and set(BEFORE) <= set(CHAPTERS)
+    for chapter in BEFORE:
         assert set(AFTER[chapter]["examples"]) == {f.stem for f in example_submissions(chapter).glob("*.py")}, chapter
 
 
