@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 CHROMIUM ?= $(or $(COURSE_CHROMIUM),/usr/bin/chromium)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install browser sandbox demo test test-fast test-range test-lab release check-release clean
+.PHONY: install browser sandbox demo test test-fast test-range test-gpu-limits test-lab release check-release clean
 
 $(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/gpu.txt requirements/cpu.lock
 	$(PYTHON) -m venv $(VENV)
@@ -51,7 +51,7 @@ demo: install sandbox
 # Jupyter kernel, sandbox, browser or Ray cluster (the tests marked `notebook` or `browser`). `make test` runs
 # these too, and everything else.
 test-fast: install
-	$(PY) -m pytest -n 2 --dist loadgroup -m "not notebook and not browser" --timeout 600 $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not notebook and not browser and not gpu_limits" --timeout 600 $(PYTEST_ARGS)
 
 # The range check runs beside the suite, one worker, its output held back until the suite ends: the suite's
 # two workers leave a third of two cores idle (waiting on kernels, sandboxes and nbgrader to start), which the
@@ -59,7 +59,7 @@ test-fast: install
 test: install browser sandbox
 	@$(MAKE) --no-print-directory test-range RANGE_PYTEST_ARGS="-p no:xdist --timeout 900" >$(VENV)/test-range.log 2>&1 & \
 	  range=$$!; \
-	  COURSE_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadgroup --timeout 1800 $(PYTEST_ARGS); suite=$$?; \
+	  COURSE_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadgroup -m "not gpu_limits" --timeout 1800 $(PYTEST_ARGS); suite=$$?; \
 	  wait $$range; ranged=$$?; \
 	  echo "== make test-range (run beside the suite) =="; cat $(VENV)/test-range.log; \
 	  test $$suite -eq 0 && test $$ranged -eq 0
@@ -71,6 +71,11 @@ RANGE_PAIRS ?= 3.5.1:2.4.6 3.6.0:2.2.6
 RANGE_PYTEST_ARGS ?= -n 2 --timeout 900
 test-range: install
 	$(PY) packaging/check_range.py $(RANGE_PAIRS) --venvs $(VENV)/range --pytest-args "$(RANGE_PYTEST_ARGS)"
+
+# Every kernel of every chapter compiled for a T4, an A10, an L4 and an H100 (tests/test_gpu_limits.py, marker
+# gpu_limits): about 17 minutes on 2 cores from a cold Triton cache; CI runs it as a job beside `make test`.
+test-gpu-limits: install
+	$(PY) -m pytest tests/test_gpu_limits.py -n 2 --dist loadgroup -m gpu_limits --timeout 1800 $(PYTEST_ARGS)
 
 # The lab (lab/README.md): the probes' dry runs on the CPU and the records only they make. Outside `make test` and
 # CI's run: nothing in the course imports the lab, and a probe that stops running fails here, not there.

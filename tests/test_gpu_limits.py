@@ -1,72 +1,27 @@
 """Every kernel a chapter launches fits every GPU a student has: compiled with Triton's compiler for each GPU (no GPU
-needed), its shared memory and registers held to that GPU's limits.
+needed: sm_75 T4, sm_86 A10, sm_89 L4, sm_90 H100/H200), its shared memory and registers held to that GPU's limits.
 
 Each chapter lists its kernels and launches in :data:`CHAPTERS` (a function from a GPU to the launches that chapter
-makes there: what its launch rules pick, and what its experiments offer, each with the reason the chapter gives for
-leaving it out, or None where it runs it). The compiler runs in one subprocess without ``TRITON_INTERPRET``
-(tests/gpu_limits_compile.py); launches are compiled once per key, and Triton's on-disk cache makes a second run of
-this module fast.
+makes there: what its launchers pass, with the launch rules driven by a description of that GPU, and what its
+experiments offer, each with the reason the chapter gives for leaving it out, or None where it runs it). Chapter 09's
+are built here; the others' in tests/gpu_limits_kernels.py, which also compiles them in a process of its own without
+``TRITON_INTERPRET``. Launches are compiled once per (kernel, launch, GPU), one chapter per test (``make test``'s two
+workers take a chapter each), and Triton's on-disk cache makes a second run of this module fast.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import pytest
 import torch
 
 from grader.course import solution_notebook
-from tests.conftest import ROOT
+from tests.gpu_limits_kernels import (CHAPTERS as OTHER_CHAPTERS, GPUS, MATMUL_FAST_CONFIGS, NO_KERNELS, Gpu,
+                                      Launch, compile_all, hidden_gpu_sizes, over_limits, running_on)
 from triton_course import attention as course_attention
-from triton_course import device as course_device
-
-
-@dataclass(frozen=True)
-class Gpu:
-    """A GPU students run on, with the limits of one program (CUDA Programming Guide)."""
-
-    name: str
-    cc: tuple[int, int]
-    shared: int            # bytes of shared memory one block may opt in to
-    sms: int
-    bf16: bool
-    regs_per_thread: int = 255
-    regs_per_block: int = 65536
-
-
-#: From the course's issue "Right on every GPU a student has".
-GPUS = [Gpu("T4", (7, 5), 64 * 1024, 40, False), Gpu("A10", (8, 6), 99 * 1024, 72, True),
-        Gpu("L4", (8, 9), 99 * 1024, 58, True), Gpu("H100/H200", (9, 0), 227 * 1024, 132, True)]
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel launch a chapter makes on a GPU: what to compile, and why the chapter leaves it out, if it does."""
-
-    label: str
-    grade_id: str
-    kernel: str
-    types: tuple            # (argument, Triton type) pairs
-    constexprs: tuple       # (argument, value) pairs
-    aligned: tuple          # arguments Triton would see as multiples of 16
-    num_warps: int
-    num_stages: int
-    skipped: str | None = None   # the chapter's reason for not running it on this GPU
-    chapter: str = field(default="", compare=False)
-    module: str = ""             # a kernel of the course's helpers (this module), not of the notebook's cell grade_id
-
-    def job(self, cc: tuple[int, int]) -> dict:
-        """The compile job of tests/gpu_limits_compile.py for a GPU of compute capability ``cc``."""
-        return {"notebook": str(solution_notebook(self.chapter)), "grade_id": self.grade_id, "module": self.module,
-                "kernel": self.kernel, "cc": cc[0] * 10 + cc[1], "types": dict(self.types),
-                "constexprs": dict(self.constexprs), "aligned": list(self.aligned), "num_warps": self.num_warps,
-                "num_stages": self.num_stages}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -112,17 +67,6 @@ def fast_attention_launch(config, dtype: torch.dtype, head_dim: int, causal: boo
                   module="triton_course.attention_fast")
 
 
-@contextlib.contextmanager
-def running_on(gpu: Gpu) -> Iterator[None]:
-    """The course's device described as ``gpu`` (only the launch rules read it; no kernel runs)."""
-    saved = course_device._CURRENT
-    course_device._CURRENT = course_device.Device(False, torch.device("cpu"), gpu.name, gpu.cc, gpu.sms, None, None)
-    try:
-        yield
-    finally:
-        course_device._CURRENT = saved
-
-
 def _picked(gpu: Gpu, rule: Callable) -> dict[tuple, int]:
     """(dtype, launch, causal) -> the largest head dimension at which ``rule(q, causal)`` picks that launch on
     ``gpu``, for every head dimension attention accepts (those under 16 are padded to 16), float16 and float32 and,
@@ -146,8 +90,8 @@ def _picked(gpu: Gpu, rule: Callable) -> dict[tuple, int]:
 def attention_launches(gpu: Gpu) -> list[Launch]:
     """What chapter 09 launches on ``gpu``: the launch rule's pick (``launch_config``) for the exercise's kernel, a
     launch compiled at the largest head dimension that takes it (its tiles are the largest there); every block shape
-    of the block-size experiment; and the fast path's Triton kernel at every launch its rule takes
-    (``fast_launch_config`` with its Hopper table)."""
+    of the block-size experiment; and on Hopper (the only GPU whose appendix cell runs it) the fast path's Triton kernel
+    at every launch its rule takes (``fast_launch_config`` with its Hopper table)."""
     from triton_course.attention_fast import HOPPER_CONFIGS
 
     launches = [attention_launch(config, dtype, d, causal, f"{gpu.name} launch rule")
@@ -162,8 +106,9 @@ def attention_launches(gpu: Gpu) -> list[Launch]:
     def fast_rule(q, causal):
         return course_attention.fast_launch_config(q, q, q, causal, HOPPER_CONFIGS)
 
-    launches += [fast_attention_launch(config, dtype, d, causal, f"{gpu.name} fast path")
-                 for (dtype, config, causal), d in _picked(gpu, fast_rule).items()]
+    if gpu.cc[0] == 9:   # the chapter runs the fast path on Hopper only (its appendix cell skips it elsewhere)
+        launches += [fast_attention_launch(config, dtype, d, causal, f"{gpu.name} fast path")
+                     for (dtype, config, causal), d in _picked(gpu, fast_rule).items()]
     return launches
 
 
@@ -190,63 +135,101 @@ def experiment_cell() -> str:
 EXPERIMENT_BLOCKS = [(32, 16), (64, 32), (64, 64), (128, 64), (128, 128)]
 EXPERIMENT_D = 64
 
-#: Per chapter: its launches on a GPU. A chapter joins by adding a function here.
-CHAPTERS: dict[str, Callable[[Gpu], list[Launch]]] = {"09_attention": attention_launches}
+#: Per chapter: its launches on a GPU. A chapter joins by adding a function here (or in gpu_limits_kernels.CHAPTERS).
+CHAPTERS: dict[str, Callable[[Gpu], list[Launch]]] = {"09_attention": attention_launches, **OTHER_CHAPTERS}
 
 
-# ---------------------------------------------------------------------------------------------------
-# Compiling and checking
-# ---------------------------------------------------------------------------------------------------
+def course_chapters() -> list[str]:
+    import tomllib
 
-def compile_all(jobs: list[dict]) -> list[dict]:
-    """Compile each job in one subprocess without the interpreter: [{"shared", "regs"} or {"error"}]."""
-    path = os.path.join(ROOT, "test-artefacts", f"gpu_limits_jobs_{os.getpid()}.json")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(jobs, f)
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "1"
-    try:
-        proc = subprocess.run([sys.executable, "-W", "ignore", os.path.join(ROOT, "tests", "gpu_limits_compile.py"),
-                               path], capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
-    finally:
-        os.remove(path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from tests.conftest import ROOT
+
+    with open(f"{ROOT}/course.toml", "rb") as f:
+        return list(tomllib.load(f)["chapters"])
 
 
-def over_limits(gpu: Gpu, launch: Launch, result: dict) -> str | None:
-    """Why a compiled launch would not run on ``gpu``, or None when it fits."""
-    if "error" in result:
-        return f"does not compile: {result['error']}"
-    if result["shared"] > gpu.shared:
-        return f"needs {result['shared']:,} B of shared memory, the {gpu.name} has {gpu.shared:,}"
-    regs = result["regs"]
-    if regs is None or regs > gpu.regs_per_thread or regs * 32 * launch.num_warps > gpu.regs_per_block:
-        return f"needs {regs} registers per thread x {32 * launch.num_warps} threads"
-    return None
+#: The (chapter, GPU) pairs ``make test`` compiles: where shared memory binds (the attention chapters on a T4 and
+#: an A10). The whole matrix, every chapter on every GPU, is ``make test-gpu-limits`` (marker ``gpu_limits``; about
+#: 17 minutes on 2 cores from a cold Triton cache, too long for ``make test``'s 20): CI runs it as a job of its own.
+IN_MAKE_TEST = {("09_attention", "T4"), ("09_attention", "A10"), ("11_attention_backward", "T4"),
+                ("11_attention_backward", "A10")}
 
 
-@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
-def test_every_launch_fits_every_gpu(chapter):
-    """Every launch a chapter runs fits each GPU's shared memory and registers; one it offers but leaves out on a
-    GPU says why. Zero failures: the message lists every launch that does not fit."""
-    todo: dict[tuple, Launch] = {}
+def _matrix() -> list:
+    return [pytest.param(chapter, gpu, id=f"{chapter}-{gpu.name.split('/')[0]}",
+                         marks=() if (chapter, gpu.name.split("/")[0]) in IN_MAKE_TEST else pytest.mark.gpu_limits)
+            for chapter in sorted(CHAPTERS) for gpu in GPUS]
+
+
+@pytest.mark.parametrize("chapter, gpu", _matrix())
+def test_every_launch_fits_every_gpu(chapter, gpu):
+    """Every launch a chapter runs fits the GPU's shared memory and registers; one it offers but leaves out on that
+    GPU says why. Zero failures: the message lists every launch that does not fit, by chapter, kernel, launch and
+    GPU. (One test per chapter and GPU, so that ``make test``'s two workers share the compiling.)"""
+    todo: dict[str, Launch] = {}
     skipped = []
-    for gpu in GPUS:
-        for launch in CHAPTERS[chapter](gpu):
-            if launch.skipped:
-                assert "skipped" in launch.skipped and "shared memory" in launch.skipped, launch
-                skipped.append((gpu.name, launch.label))
-            else:
-                todo.setdefault((gpu, launch), launch)
-    results = compile_all([launch.job(gpu.cc) for gpu, launch in todo])
-    failures = [f"{launch.label}: {why}" for (gpu, launch), result in zip(todo, results)
-                if (why := over_limits(gpu, launch, result))]
-    assert not failures, "\n".join(failures)
+    for launch in CHAPTERS[chapter](gpu):
+        if launch.skipped:
+            assert "skipped" in launch.skipped, launch
+            skipped.append(launch.label)
+        else:
+            todo.setdefault(json.dumps(launch.job(gpu.cc), sort_keys=True), launch)
+    results = compile_all([json.loads(key) for key in todo])
+    failures = [f"{gpu.name} (sm_{gpu.cc[0]}{gpu.cc[1]}): {launch.label}: {why}"
+                for launch, result in zip(todo.values(), results) if (why := over_limits(gpu, launch, result))]
+    assert not failures, f"{len(failures)} of {len(todo)} launches do not fit:\n" + "\n".join(failures)
     if chapter == "09_attention":   # the 128 x 128 experiment needs 96 KB on a T4 (64 KB): left out there only
-        assert len(skipped) == 1 and skipped[0][0] == "T4", skipped
-        assert "BLOCK_M=128, BLOCK_N=128" in skipped[0][1], skipped
+        assert len(skipped) == (gpu.name == "T4"), skipped
+        assert all("BLOCK_M=128, BLOCK_N=128" in label for label in skipped), skipped
+    elif chapter == "03_vector_add":   # the power-of-two experiment's 96, and nothing else
+        assert len(skipped) == 1 and "BLOCK=96" in skipped[0], skipped
+    else:
+        assert not skipped, skipped
+
+
+def test_every_chapter_is_covered():
+    """Every chapter of course.toml has its launches here, or launches no Triton kernel of its own."""
+    assert sorted(course_chapters()) == sorted([*CHAPTERS, *NO_KERNELS])
+
+
+def test_the_launch_rules_fit_what_they_are_driven_with():
+    """The GPUs' launch rules differ where the GPUs do: the matmul and attention rules pick other launches on a T4
+    than on an H100 (so the rules here are driven by the GPU described, not by this machine)."""
+    t4, h100 = GPUS[0], GPUS[-1]
+    for chapter in ("07_matmul_relu", "11_attention_backward"):
+        on_t4 = {(x.kernel, x.constexprs, x.num_warps, x.num_stages) for x in CHAPTERS[chapter](t4)}
+        on_h100 = {(x.kernel, x.constexprs, x.num_warps, x.num_stages) for x in CHAPTERS[chapter](h100)}
+        assert on_t4 != on_h100, chapter
+
+
+def test_the_experiment_leaves_out_what_does_not_fit():
+    """Chapter 09's block-size experiment offers a shape a T4 cannot run: the course's helper
+    (``experiment_skip_reason``, which ``causal_block_sweep`` prints) names it and says why, before any launch, on that
+    GPU only; and the attention launch rule never picks a launch the helper would refuse."""
+    for gpu in GPUS:
+        limit = course_attention.shared_memory_limit(gpu.cc)
+        for block_m, block_n in EXPERIMENT_BLOCKS:
+            config = course_attention.experiment_launch(block_m, block_n, False)
+            reason = course_attention.experiment_skip_reason(config, EXPERIMENT_D, 2, limit)
+            if gpu.name == "T4" and (block_m, block_n) == (128, 128):
+                assert reason and "skipped" in reason and "shared memory" in reason and f"{limit:,}" in reason
+            else:
+                assert reason is None, (gpu, block_m, block_n, reason)
+        for (dtype, config, causal), d in _picked(gpu, course_attention.launch_config).items():
+            size = torch.empty((), dtype=dtype).element_size()
+            assert course_attention.experiment_skip_reason(config, d, size, limit) is None, (gpu, config, d)
+
+
+def test_the_sizes_compiled_are_the_chapters():
+    """The fast matmul's autotuned configs compiled for Hopper are triton_course.matmul_fast's; the hidden tests'
+    sizes at GPU scale are read from the notebooks (a chapter that renames them fails here, not silently)."""
+    from triton_course import matmul_fast
+
+    assert [dict(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
+            for c in matmul_fast.GPU_CONFIGS] == MATMUL_FAST_CONFIGS
+    for chapter, grade_id in (("05_softmax", "test_softmax_gpu_sizes"), ("06_rmsnorm", "test_rmsnorm_gpu_sizes"),
+                              ("08_fusion", "test_fused_gpu_sizes")):
+        assert hidden_gpu_sizes(chapter, grade_id), chapter
 
 
 def test_the_shared_memory_table_is_the_issues():

@@ -302,6 +302,10 @@ GPU_BACKWARD = BackwardConfig(128, 32, 128, 32, 8, 2)
 SMALL_BACKWARD = BackwardConfig(64, 32, 64, 32, 4, 2)
 #: Turing (T4: 64 KB of shared memory, tl.dot on the FMA units).
 TURING_BACKWARD = BackwardConfig(64, 16, 64, 16, 4, 1)
+#: Blocks halved where a head of 128 (or float32's wider tiles) would not fit the shared memory: a T4 at D = 128
+#: (64 KB; the 64-block launch needs 74-86 KB) and an A10 or L4 in float32 at D = 128 (99 KB; it needs 115 KB),
+#: found by compiling for those GPUs (tests/test_gpu_limits.py).
+NARROW_BACKWARD = BackwardConfig(32, 16, 32, 16, 4, 1)
 
 
 def backward_config(q: torch.Tensor, causal: bool = False) -> BackwardConfig:
@@ -312,9 +316,12 @@ def backward_config(q: torch.Tensor, causal: bool = False) -> BackwardConfig:
     if dev.interpreted:
         return INTERPRETER_BACKWARD
     cc = dev.compute_capability or (8, 0)
+    wide = q.shape[-1] > 64
     if cc < (8, 0):
-        return TURING_BACKWARD
-    if q.element_size() > 2 or q.shape[-1] > 64 or cc < (9, 0):
+        return NARROW_BACKWARD if wide else TURING_BACKWARD
+    if cc < (9, 0) and wide and q.element_size() > 2:
+        return NARROW_BACKWARD
+    if q.element_size() > 2 or wide or cc < (9, 0):
         return SMALL_BACKWARD
     return GPU_BACKWARD
 
