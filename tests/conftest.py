@@ -76,7 +76,8 @@ def chapter_params():
     return pytest.mark.parametrize("chapter", CHAPTERS)
 
 
-def run_with_answers(chapter: str, student: str, kind: str = "examples") -> dict[str, str]:
+def run_with_answers(chapter: str, student: str, kind: str = "examples", cells=None,
+                     only: list[str] | None = None) -> dict[str, str]:
     """Execute a chapter's student notebook in this process with ``student``'s answer cells (from
     ``solutions/<chapter>/submissions/<kind>/``, kind "examples" or "attacks"; an answer file without sections is an untouched notebook), then run every hidden test through the grader's
     judge (:mod:`grader.judge`: the tests see only the ``judge`` cells and proxies of the graded
@@ -84,7 +85,10 @@ def run_with_answers(chapter: str, student: str, kind: str = "examples") -> dict
 
     Much faster than nbgrader (no kernel, no sandbox: the judge calls the harness in this process), for
     checking that each example mistake fails the test it should; the chapters' tests still send some
-    submissions through real autograde."""
+    submissions through real autograde.
+
+    ``cells(i, cell)``, when given, picks the student's cells to execute (a chapter whose self-checks and benchmarks
+    define nothing its tests use can skip them); ``only`` names the hidden tests to run (all by default)."""
     import tempfile
 
     import nbformat
@@ -100,9 +104,10 @@ def run_with_answers(chapter: str, student: str, kind: str = "examples") -> dict
     nb = apply_answers(chapter, answers)
     source = nbformat.read(solution_notebook(chapter), as_version=4)
     ns: dict[str, object] = {"__name__": "__main__"}
-    tests = [c for c in source.cells if is_test(c)]  # the hidden tests, as nbgrader restores them
+    tests = [c for c in source.cells if is_test(c)  # the hidden tests, as nbgrader restores them
+             and (only is None or c.metadata["nbgrader"]["grade_id"] in only)]
     for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or is_test(cell):
+        if cell.cell_type != "code" or is_test(cell) or (cells is not None and not cells(i, cell)):
             continue
         try:   # with the source where inspect finds it, as in Jupyter (the judge re-runs kernels from it)
             exec_cell(cell.source, f"<{chapter} {student} cell {i}>", ns)

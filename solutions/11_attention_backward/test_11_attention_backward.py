@@ -11,10 +11,8 @@ interpreter runs this chapter's kernels slowly, and the whole chapter must stay 
 from __future__ import annotations
 
 import math
-import tempfile
 from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 
@@ -35,51 +33,13 @@ def hidden_outcomes(student: str, kind: str = "examples", only: list[str] | None
     """Each hidden test's outcome ("passed", or the error with its message) for ``student``'s answer file, the tests run
     by the grader's judge in this process: ``tests.conftest.run_with_answers`` without the self-checks, the experiment
     and the benchmark (cells that define nothing the tests use), and only the tests in ``only`` (all by default)."""
-    from grader.course import solution_notebook
-    from grader.examples import apply_answers, parse_answers
-    from grader.course import answers_folder
-    from grader.execute import graded_functions, is_judge_cell, is_test, submitted_kernels
-    from grader.judge import InProcessTransport, JudgeSession, run_test_cell
-    from grader.notebook_code import exec_cell
-    from grader.relauncher import notebook_kernel_shapes
+    from tests.conftest import run_with_answers
 
-    answers = parse_answers((answers_folder(CHAPTER, kind) / f"{student}.py").read_text())
-    nb = apply_answers(CHAPTER, answers)
-    source = nbformat.read(solution_notebook(CHAPTER), as_version=4)
-    ns: dict[str, object] = {"__name__": "__main__"}
-    for i, cell in enumerate(nb.cells):
+    def defines(i, cell) -> bool:
         meta = cell.metadata.get("nbgrader", {})
-        defines = meta.get("grade_id") in ("setup", "judge_defs") or meta.get("solution") or i == 2
-        if cell.cell_type != "code" or is_test(cell) or not defines:
-            continue
-        try:
-            exec_cell(cell.source, f"<{CHAPTER} {student} cell {i}>", ns)
-        except Exception:  # an untouched TODO fails where the tests call it
-            pass
-    outcomes = {}
-    with tempfile.TemporaryDirectory(prefix="judge-") as tmp:
-        session = JudgeSession(InProcessTransport(ns, Path(tmp)), allowed_kernels=notebook_kernel_shapes(nb))
-        problems = session.build_namespace([c.source for c in source.cells if is_judge_cell(c)],
-                                           graded_functions(source), submitted_kernels(nb))
-        assert not problems, problems
-        for cell in source.cells:
-            if not is_test(cell):
-                continue
-            gid = cell.metadata["nbgrader"]["grade_id"]
-            if only is not None and gid not in only:
-                continue
-            out = run_test_cell(cell.source, session.namespace_for(gid), gid)
-            if out.error is not None:
-                outcomes[gid] = f"{out.error[0]}: {out.error[1]}"
-            elif out.crashed or out.timeout:
-                outcomes[gid] = f"crashed: {out.crashed or out.timeout}"
-            elif isinstance(out.score, (int, float)) and not isinstance(out.score, bool) and \
-                    out.score < cell.metadata["nbgrader"].get("points", 0) and \
-                    not out.stdout.lstrip().startswith("NOT GRADED"):
-                outcomes[gid] = f"partial: {out.score} ({out.stdout.strip()[-300:]})"
-            else:
-                outcomes[gid] = "passed"
-    return outcomes
+        return meta.get("grade_id") in ("setup", "judge_defs") or bool(meta.get("solution")) or i == 2
+
+    return run_with_answers(CHAPTER, student, kind, cells=defines, only=only)
 
 
 @pytest.fixture(scope="module")
