@@ -37,6 +37,10 @@ browser:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@test -x $(CHROMIUM) || { echo "no Chromium at $(CHROMIUM): the browser test will fail"; exit 1; }
+	@# the Chinese edition's browser test checks that Chinese renders: a CJK font (Debian's Noto CJK)
+	@test -n "$$(fc-list :lang=zh 2>/dev/null)" || { echo "Installing Debian's Noto CJK fonts for the Chinese notebooks ..."; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null; }
 
 # The grader runs every submission inside bubblewrap (Debian's package): installed here when missing.
 sandbox:

@@ -33,6 +33,9 @@ Modules, one job each:
 * :mod:`grader.results`    -- grade records, ``grades.json``, the totals CSV and the summary table;
 * :mod:`grader.report`     -- the instructor's HTML page: pass rates, points, speed against target, flags;
 * :mod:`grader.export`     -- grades in the file Canvas or Moodle imports, matched by their ids;
+* :mod:`grader.translations` -- the other editions: each chapter's prose translated (gettext catalogues), checked;
+* :mod:`grader.message_catalogues` -- the helpers' messages and the notebooks' hints, extracted into one catalogue
+  per language and compiled for :mod:`triton_course.i18n`;
 * :mod:`grader.examples`   -- builds example submissions from answer files (demo and tests);
 * :mod:`grader.new_chapter` -- ``python -m grader new-chapter``: a new chapter folder that releases, grades and
   passes CI;

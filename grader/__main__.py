@@ -15,6 +15,8 @@
     python -m grader export DIR [DIR ...] --format canvas|moodle|csv [--out FILE] [--submitted SUBMITTED ...]
                               [--roster FILE] [--title ASSIGNMENT=TITLE ...] [--allow-not-graded]
                                                      grades in a file the LMS imports, matched by its ids
+    python -m grader translations update|check [ID ...]
+                                                     keep each edition's catalogues in step with the English
     python -m grader demo [--out DIR] [--assignment ID ...]
                                                      release, build the example submissions, grade them
 """
@@ -255,9 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     nc.add_argument("title")
     nc.set_defaults(fn=cmd_new_chapter)
 
-    from grader.course_config import add_parser as add_config_parser
+    from grader import course_config, translations
 
-    add_config_parser(sub)  # python -m grader config --check | --apply: notebooks and docs from course.toml
+    course_config.add_parser(sub)  # python -m grader config --check | --apply: notebooks and docs from course.toml
+    translations.add_parser(sub)   # python -m grader translations update | check: the other editions
 
     args = p.parse_args(argv)
     return args.fn(args)

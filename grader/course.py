@@ -6,7 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
-from triton_course.links import CONFIG_NAME, read_config
+from triton_course.i18n import SOURCE_LANGUAGE
+from triton_course.links import CONFIG_NAME, notebook_path, read_config
 from triton_course.links import CHAPTERS as PACKAGED_CHAPTERS
 
 
@@ -52,8 +53,9 @@ def solution_notebook(assignment: str) -> Path:
     return chapter_folder(assignment) / f"{assignment}.ipynb"
 
 
-def student_notebook(assignment: str) -> Path:
-    return NOTEBOOKS / assignment / f"{assignment}.ipynb"
+def student_notebook(assignment: str, language: str = SOURCE_LANGUAGE) -> Path:
+    """The released notebook of ``assignment`` in the edition of ``language`` (``notebooks/zh/...`` for Chinese)."""
+    return REPO_ROOT / notebook_path(assignment, language)
 
 
 def answers_folder(assignment: str, kind: str = EXAMPLES) -> Path:

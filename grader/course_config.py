@@ -22,6 +22,7 @@ import nbformat
 
 from grader.course import CHAPTERS, REPO_ROOT
 from triton_course.bootstrap import setup_cell
+from triton_course.i18n import EDITIONS, SOURCE_LANGUAGE, normalise
 from triton_course.links import (NOTEBOOKS_FOLDER, ConfigError, CourseConfig, badges, notebook_path,
                                  notebooks_command, read_config)
 
@@ -29,7 +30,8 @@ BADGES = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\((?P<colab>[^)]*)\)\s*"
                     r"\[!\[Open in ModelScope\]\([^)]*\)\]\((?P<modelscope>[^)]*)\)")
 BLOCK = re.compile(r"(<!-- course-setup:begin[^>]*-->\n)(.*?)(<!-- course-setup:end -->)", re.S)
 PROJECT_VERSION = re.compile(r'^(version\s*=\s*")([^"]*)(")', re.M)
-SETUP_DOCS = ("README.md", "docs/students.md")
+#: The documents holding a setup block, and the language each is written in.
+SETUP_DOCS = {"README.md": "en", "docs/students.md": "en", "docs/zh/README.md": "zh_CN", "docs/zh/students.md": "zh_CN"}
 GITHUB_URL = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+")
 
 
@@ -41,18 +43,30 @@ class Disagreement:
     what: str
 
 
-def setup_block(config: CourseConfig) -> str:
-    """How a student gets set up on each platform (the generated block of the README and student guide)."""
+def setup_block(config: CourseConfig, language: str = SOURCE_LANGUAGE) -> str:
+    """How a student gets set up on each platform (the generated block of the README and student guide, in
+    the language of the document that holds it). ModelScope's line opens the edition ``[editions]`` names."""
     pin = f"{config.student_package}=={config.version}"
     copy = f"{notebooks_command(config)}"
     chapter = f"{NOTEBOOKS_FOLDER}/<id>/<id>.ipynb"
+    zh_chapter = f"{NOTEBOOKS_FOLDER}/zh/<id>/<id>.ipynb"
+    modelscope = zh_chapter if config.modelscope_edition == "zh_CN" else chapter
+    if normalise(language) == "zh_CN":
+        return (f"* **Colab：** 点击章节表中任一章的 *Open in Colab* 链接，运行第一个单元格：它会安装课程助手"
+                f"（`pip install {pin}`），并选用 T4 或 CPU。\n"
+                f"* **ModelScope（魔搭）**（在 GitHub 可能无法访问的中国大陆也可用）：在实例的终端中运行 "
+                f"`pip install {pin} && {copy}`（pip 会使用实例配置的镜像；若未配置，加上 `-i {config.mirror}`），"
+                f"然后打开 `{modelscope}` 并运行第一个单元格。\n"
+                f"* **本地电脑**（Linux 或 WSL2，Python 3.11+，GPU 可有可无）：`pip install {pin} jupyterlab && "
+                f"{copy}`，然后运行 `jupyter lab`，打开中文版 `{zh_chapter}`（英文版为 `{chapter}`）。\n")
     return (f"* **Colab:** click a chapter's *Open in Colab* link and run its first cell: it installs the course "
             f"(`pip install {pin}`) and picks the T4 or the CPU.\n"
             f"* **ModelScope** (also in mainland China, where GitHub may be out of reach): in a terminal of your "
             f"instance run `pip install {pin} && {copy}` (pip uses the instance's mirror; add "
-            f"`-i {config.mirror}` where none is set), then open `{chapter}` and run its first cell.\n"
+            f"`-i {config.mirror}` where none is set), then open `{modelscope}` and run its first cell"
+            + (f" (the Chinese edition; the English one is `{chapter}`).\n" if modelscope == zh_chapter else ".\n") +
             f"* **A laptop** (Linux or WSL2, Python 3.11+, a GPU is optional): `pip install {pin} jupyterlab && "
-            f"{copy}`, then `jupyter lab` and open `{chapter}`.\n")
+            f"{copy}`, then `jupyter lab` and open `{chapter}` (the Chinese edition: `{zh_chapter}`).\n")
 
 
 def _chapter_of(path: Path) -> str | None:
@@ -82,8 +96,14 @@ def _fixed_notebook(path: Path, config: CourseConfig) -> tuple[nbformat.Notebook
     return nb, problems
 
 
-#: A row of the README's table of chapters: ``| 03 | [Title](notebooks/03_x/03_x.ipynb) | links |``.
+#: A row of the README's table of chapters: ``| 03 | [Title](notebooks/03_x/03_x.ipynb) | links | [中文版](...) links |``.
 CHAPTER_ROW = re.compile(r"^\| \d\d \| \[[^\]]*\]\(notebooks/[^)]*\.ipynb\) \|.*\|$", re.M)
+
+
+def _readme_row(chapter: str, config: CourseConfig) -> str:
+    """The README's row of ``chapter``: its English notebook and links, then the Chinese edition's."""
+    return (f"| {chapter[:2]} | [{CHAPTERS[chapter]}]({notebook_path(chapter)}) | {badges(chapter, config)} | "
+            f"[中文版]({notebook_path(chapter, 'zh_CN')}) {badges(chapter, config, 'zh_CN')} |")
 
 
 def _with_chapter_row(text: str, chapter: str, config: CourseConfig) -> str:
@@ -91,35 +111,54 @@ def _with_chapter_row(text: str, chapter: str, config: CourseConfig) -> str:
     rows = list(CHAPTER_ROW.finditer(text))
     if not rows:
         return text
-    row = f"| {chapter[:2]} | [{CHAPTERS[chapter]}]({notebook_path(chapter)}) | {badges(chapter, config)} |"
-    return text[:rows[-1].end()] + "\n" + row + text[rows[-1].end():]
+    return text[:rows[-1].end()] + "\n" + _readme_row(chapter, config) + text[rows[-1].end():]
 
 
-def _fixed_readme_links(text: str, config: CourseConfig) -> tuple[str, list[str]]:
+def _badges_of(chapter: str, language: str) -> re.Pattern:
+    """The badges of one edition of ``chapter``, whatever their repository and branch."""
+    path = re.escape(notebook_path(chapter, language))
+    return re.compile(BADGES.pattern.replace(r"(?P<colab>[^)]*)", rf"(?P<colab>[^)]*/blob/[^/)]*/{path})")
+                      .replace(r"(?P<modelscope>[^)]*)", rf"(?P<modelscope>[^)#]*#{path})"))
+
+
+def _fixed_links(text: str, config: CourseConfig, languages: tuple[str, ...]) -> tuple[str, list[str]]:
+    """Each chapter's badges of each of ``languages`` as ``config`` makes them; a missing English row is added."""
     problems = []
     for chapter in CHAPTERS:
-        pattern = re.compile(BADGES.pattern.replace(r"(?P<colab>[^)]*)", rf"(?P<colab>[^)]*/{chapter}\.ipynb)"))
-        found = pattern.search(text)
-        if found is None:   # a chapter added since: its row joins the table (tests/test_notebooks.py requires one)
-            added = _with_chapter_row(text, chapter, config)
-            if added != text:
-                problems.append(f"no row for {chapter}")
-                text = added
-            continue
-        want = badges(chapter, config)
-        if found.group(0) != want:
-            problems.append(f"the links of {chapter}")
-            text = text[:found.start()] + want + text[found.end():]
+        for language in languages:
+            found = _badges_of(chapter, language).search(text)
+            if found is None and language == SOURCE_LANGUAGE:
+                added = _with_chapter_row(text, chapter, config)  # a chapter added since: its row joins the table
+                if added != text:
+                    problems.append(f"no row for {chapter}")
+                    text = added
+                continue
+            if found is None:
+                problems.append(f"no {language} links of {chapter}")
+                continue
+            want = badges(chapter, config, language)
+            if found.group(0) != want:
+                problems.append(f"the links of {chapter}" + ("" if language == SOURCE_LANGUAGE else f" ({language})"))
+                text = text[:found.start()] + want + text[found.end():]
     return text, problems
 
 
-def _fixed_setup_block(text: str, config: CourseConfig) -> tuple[str, list[str]]:
+def _fixed_readme_links(text: str, config: CourseConfig) -> tuple[str, list[str]]:
+    return _fixed_links(text, config, tuple(EDITIONS))
+
+
+def _fixed_zh_readme_links(text: str, config: CourseConfig) -> tuple[str, list[str]]:
+    return _fixed_links(text, config, ("zh_CN",))
+
+
+def _fixed_setup_block(text: str, config: CourseConfig, language: str = SOURCE_LANGUAGE) -> tuple[str, list[str]]:
     found = BLOCK.search(text)
     if found is None:
         return text, ["no <!-- course-setup:begin --> ... <!-- course-setup:end --> block"]
-    if found.group(2) == setup_block(config):
+    want = setup_block(config, language)
+    if found.group(2) == want:
         return text, []
-    return text[:found.start(2)] + setup_block(config) + text[found.end(2):], ["the setup block"]
+    return text[:found.start(2)] + want + text[found.end(2):], ["the setup block"]
 
 
 def _fixed_repository_urls(text: str, config: CourseConfig) -> tuple[str, list[str]]:
@@ -128,8 +167,8 @@ def _fixed_repository_urls(text: str, config: CourseConfig) -> tuple[str, list[s
     return GITHUB_URL.sub(config.repo_url, text) if stale else text, [f"the repository URL {u}" for u in stale]
 
 
-def _fixed_doc(text: str, config: CourseConfig) -> tuple[str, list[str]]:
-    text, block = _fixed_setup_block(text, config)
+def _fixed_doc(text: str, config: CourseConfig, language: str = SOURCE_LANGUAGE) -> tuple[str, list[str]]:
+    text, block = _fixed_setup_block(text, config, language)
     text, urls = _fixed_repository_urls(text, config)
     return text, block + urls
 
@@ -155,7 +194,9 @@ def reconcile(root: Path = REPO_ROOT, *, write: bool) -> list[Disagreement]:
             found += [Disagreement(path, p) for p in problems]
             if write and problems:
                 nbformat.write(nb, path)
-    text_fixers = [("README.md", _fixed_readme_links), *((doc, _fixed_doc) for doc in SETUP_DOCS),
+    text_fixers = [("README.md", _fixed_readme_links), ("docs/zh/README.md", _fixed_zh_readme_links),
+                   *((doc, lambda text, config, lang=lang: _fixed_doc(text, config, lang))
+                     for doc, lang in SETUP_DOCS.items()),
                    ("pyproject.toml", _fixed_pyproject)]
     for name, fixer in text_fixers:
         path = root / name

@@ -88,9 +88,9 @@ def describe(answer_file: Path) -> str:
     return first[0].lstrip("# ").strip() if first else ""
 
 
-def apply_answers(assignment: str, answers: dict[str, Answer]) -> nbformat.NotebookNode:
-    """The student notebook with the given solution cells replaced."""
-    nb = nbformat.read(student_notebook(assignment), as_version=4)
+def apply_answers(assignment: str, answers: dict[str, Answer], language: str = "en") -> nbformat.NotebookNode:
+    """The student notebook (of the edition of ``language``) with the given solution cells replaced."""
+    nb = nbformat.read(student_notebook(assignment, language), as_version=4)
     solution = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
                 for c in nbformat.read(solution_notebook(assignment), as_version=4).cells}
     by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}

@@ -93,7 +93,8 @@ def stage_student(root: Path, stage: Path) -> None:
     target = stage / package
     shutil.copytree(helpers, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "notebooks"))
     shutil.copy2(root / "course.toml", target / "course.toml")
-    chapters = sorted(p for p in (root / "notebooks").glob("*/*.ipynb") if p.stem == p.parent.name)
+    # every edition: notebooks/<id>/<id>.ipynb (English) and notebooks/<edition>/<id>/<id>.ipynb (zh, ...)
+    chapters = sorted(p for p in (root / "notebooks").rglob("*.ipynb") if p.stem == p.parent.name)
     if not chapters:
         raise PackagingError(f"no student notebooks under {root / 'notebooks'}: run python -m grader release")
     for notebook in chapters:
@@ -106,7 +107,7 @@ def stage_student(root: Path, stage: Path) -> None:
         if served != version:
             raise PackagingError(f"{notebook}'s setup cell serves version {served}, course.toml says {version}: "
                                  "run python -m grader config --apply, then python -m grader release")
-        dest = target / "notebooks" / notebook.parent.name
+        dest = target / "notebooks" / notebook.parent.relative_to(root / "notebooks")
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy2(notebook, dest / notebook.name)
     require_renamed(target, package)
@@ -140,7 +141,7 @@ packages = [{_toml_string(package)}]
 include-package-data = false
 
 [tool.setuptools.package-data]
-{package} = ["course.toml", "notebooks/*/*.ipynb"]
+{package} = ["course.toml", "notebooks/*/*.ipynb", "notebooks/*/*/*.ipynb", "locale/*/LC_MESSAGES/*.mo"]
 """)
 
 

@@ -45,27 +45,38 @@ EXPECTED_03 = {
 }
 
 
+#: Each edition of the release, handed in with the model answers and untouched: (student, answers?, language).
+EDITION_SUBMISSIONS = (("solution", True, "en"), ("untouched", False, "en"),
+                       ("solution-zh", True, "zh_CN"), ("untouched-zh", False, "zh_CN"))
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_solution_earns_every_gradable_point_and_untouched_earns_none(chapter, tmp_path):
+    """In both editions: the English release and the Chinese one (notebooks/zh/) are graded the same."""
     submitted = tmp_path / "submitted"
-    for student, answers in (("solution", _solution_answers(chapter)), ("untouched", {})):
+    for student, answered, language in EDITION_SUBMISSIONS:
         dest = submitted / student / chapter / f"{chapter}.ipynb"
         dest.parent.mkdir(parents=True)
-        nbformat.write(apply_answers(chapter, answers), dest)
+        nbformat.write(apply_answers(chapter, _solution_answers(chapter) if answered else {}, language), dest)
     records = grade_all(find_submissions(submitted, chapter), tmp_path / "out", workers=2)
-    by_student = {s: [r for r in records if r.student == s] for s in ("solution", "untouched")}
+    by_student = {s: [r for r in records if r.student == s] for s, _, _ in EDITION_SUBMISSIONS}
     cells = graded_cells(chapter)
-    assert len(by_student["solution"]) == len(cells)
-    for r in by_student["solution"]:
-        if r.status == "not_graded":
-            assert r.points == 0 and r.message.startswith("NOT GRADED")
-        else:
-            assert r.status == "passed" and r.points == r.max_points, r
-    assert sum(r.points for r in by_student["untouched"]) == 0
-    assert all(r.status in ("failed", "not_graded") for r in by_student["untouched"])
+    for solution in ("solution", "solution-zh"):
+        assert len(by_student[solution]) == len(cells)
+        for r in by_student[solution]:
+            if r.status == "not_graded":
+                assert r.points == 0 and r.message.startswith("NOT GRADED")
+            else:
+                assert r.status == "passed" and r.points == r.max_points, r
+    for untouched in ("untouched", "untouched-zh"):
+        assert len(by_student[untouched]) == len(cells)
+        assert sum(r.points for r in by_student[untouched]) == 0
+        assert all(r.status in ("failed", "not_graded") for r in by_student[untouched])
+    assert [(r.grade_id, r.status) for r in by_student["solution"]] == \
+        [(r.grade_id, r.status) for r in by_student["solution-zh"]]
     # the chapter's feedback (the only feedback its tests generate): written, and no hidden test line in it
     source = nbformat.read(solution_notebook(chapter), as_version=4)
-    for student in ("solution", "untouched"):
+    for student, _, _ in EDITION_SUBMISSIONS:
         html = tmp_path / "out" / "feedback" / student / f"{chapter}.html"
         assert html.exists() and not leaks(html, source), (student, leaks(html, source) if html.exists() else None)
 

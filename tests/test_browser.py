@@ -44,6 +44,7 @@ from triton_course.links import GITHUB_REPO
 from triton_course.versions import check_versions
 
 CHAPTER = "03_vector_add"
+CJK = re.compile(r"[\u4e00-\u9fff]")
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
@@ -450,3 +451,72 @@ def test_students_guide_quotes_the_self_check():
                    "where the reference is finite"):
         assert phrase.replace("`", "") in guide.replace("`", ""), f"docs/students.md does not explain {phrase!r}"
         assert phrase in source, f"utils/checks.py no longer says {phrase!r}: update docs/students.md"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The Chinese edition in JupyterLab
+# ---------------------------------------------------------------------------------------------------
+
+ZH_CHAPTER = "05_softmax"   # a chapter with math, tables and a code block in its prose
+
+# Draws one character at the font of the page's prose, three times: two different CJK characters and an
+# unassigned code point. Without a CJK font Chromium draws the same empty box ("tofu") for all three.
+_GLYPHS_JS = """() => {
+  const prose = document.querySelector('.jp-RenderedMarkdown p');
+  const style = getComputedStyle(prose);
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 64;
+  const g = canvas.getContext('2d');
+  g.font = `48px ${style.fontFamily}`;
+  const draw = ch => { g.clearRect(0, 0, 64, 64); g.fillText(ch, 4, 52);
+                       return Array.from(g.getImageData(0, 0, 64, 64).data).join(','); };
+  return {family: style.fontFamily, zhong: draw('中'), ding: draw('丁'), tofu: draw('\\u0378')};
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+def test_chinese_notebook_renders_and_its_setup_cell_runs(tmp_path):
+    """The Chinese notebook in JupyterLab: Chinese glyphs drawn (not boxes), math typeset, tables rendered,
+    and its setup cell runs and answers in Chinese."""
+    sync_playwright = _require_browser()
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    work = tmp_path / "student"
+    work.mkdir()
+    name = f"{ZH_CHAPTER}.ipynb"
+    shutil.copy2(ROOT / "notebooks" / "zh" / ZH_CHAPTER / name, work / name)
+    lab = JupyterLab(work, tmp_path / "lab", ARTEFACTS / f"zh-{ZH_CHAPTER}-jupyterlab.log")
+    try:
+        lab.wait_until_up()
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                try:
+                    page.goto(lab.url(name))
+                    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=90_000)
+                    _wait(lambda: lab.kernels_idle(), 60, "the notebook's kernel did not start and go idle")
+                    page.wait_for_selector(".jp-RenderedMarkdown mjx-container", timeout=60_000)
+                    glyphs = page.evaluate(_GLYPHS_JS)
+                    assert glyphs["zhong"] != glyphs["ding"] and glyphs["zhong"] != glyphs["tofu"], \
+                        f"Chinese is drawn as empty boxes in {glyphs['family']}: no CJK font (make browser installs one)"
+                    tables = page.locator(".jp-RenderedMarkdown table").count()
+                    assert tables >= 2, f"{tables} rendered tables (the prose's and the glossary's)"
+                    heading = page.locator(".jp-RenderedMarkdown h1").first.text_content()
+                    assert CJK.search(heading), f"the first heading is not Chinese: {heading!r}"
+
+                    setup = page.locator(".jp-NotebookPanel .jp-Notebook .jp-CodeCell").first
+                    setup.locator(".jp-InputArea-editor").click()
+                    page.keyboard.press("Control+Enter")   # run the selected cell
+                    page.wait_for_function(
+                        "c => /\\[\\d+\\]/.test(c.querySelector('.jp-InputPrompt').textContent)",
+                        arg=setup.element_handle(), timeout=RUN_TIMEOUT_S * 1000, polling=500)
+                    out = "\n".join(setup.locator(".jp-OutputArea-output").all_text_contents())
+                    assert "Traceback" not in out and "Error" not in out, out[-3000:]
+                    assert CJK.search(out) and "triton_course" in out, f"the setup cell's output: {out!r}"
+                finally:
+                    page.screenshot(path=str(ARTEFACTS / f"zh-{ZH_CHAPTER}-page.png"), full_page=False)
+            finally:
+                browser.close()
+    finally:
+        lab.stop()

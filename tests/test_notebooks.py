@@ -13,6 +13,7 @@ import pytest
 from grader.course import solution_notebook, student_notebook
 from tests.conftest import CHAPTERS, ROOT, main_path
 from triton_course.bootstrap import SETUP_CELL, setup_cell
+from triton_course.i18n import EDITIONS
 from triton_course.links import CHAPTERS as ALL_CHAPTERS
 from triton_course.links import badges, read_config
 
@@ -24,9 +25,10 @@ def _meta(cell):
 
 
 def test_there_is_a_notebook_per_chapter_folder():
-    for folder in ("solutions", "notebooks"):
+    editions = {folder for folder in EDITIONS.values() if folder}
+    for folder in ("solutions", "notebooks", *(f"notebooks/{e}" for e in editions)):
         for d in (ROOT / folder).iterdir():
-            if d.is_dir():
+            if d.is_dir() and not (folder == "notebooks" and d.name in editions):
                 assert d.name in ALL_CHAPTERS, f"{folder}/{d.name} is not a chapter id"
                 assert (d / f"{d.name}.ipynb").exists(), f"{folder}/{d.name} must hold {d.name}.ipynb"
 
@@ -132,8 +134,9 @@ def test_a_fork_changes_course_toml_and_config_apply_rewrites_the_rest(tmp_path)
     chapter = CHAPTERS[0]
     for folder in ("solutions", "notebooks"):
         shutil.copytree(ROOT / folder / chapter, tmp_path / folder / chapter)
-    (tmp_path / "docs").mkdir()
-    for name in ("README.md", "docs/students.md", "pyproject.toml", "course.toml"):
+    (tmp_path / "docs" / "zh").mkdir(parents=True)
+    for name in ("README.md", "docs/students.md", "docs/zh/README.md", "docs/zh/students.md", "pyproject.toml",
+                 "course.toml"):
         shutil.copy2(ROOT / name, tmp_path / name)
     toml = (tmp_path / "course.toml").read_text()
     for old, new in (('url = "https://github.com/triton-course/triton-kernels-course"',
@@ -156,8 +159,12 @@ def test_a_fork_changes_course_toml_and_config_apply_rewrites_the_rest(tmp_path)
         assert setup == setup_cell(fork) and "'fork-kernels'" in setup and f"'{fork.version}'" in setup
     readme = (tmp_path / "README.md").read_text()
     assert badges(chapter, fork) in readme and "pip install fork-kernels==7." in readme
-    students = (tmp_path / "docs" / "students.md").read_text()
-    assert "triton-course/triton-kernels-course" not in students and "a-fork/kernels-course" in students
+    for guide in ("docs/students.md", "docs/zh/students.md"):   # both editions of the students' guide
+        students = (tmp_path / guide).read_text()
+        assert "triton-course/triton-kernels-course" not in students and "a-fork/kernels-course" in students
+        assert "pip install fork-kernels==7." in students, guide
+    assert badges(chapter, fork, "zh_CN") in (tmp_path / "docs" / "zh" / "README.md").read_text()
+    assert badges(chapter, fork, "zh_CN") in readme   # the README links both editions
     assert f'version = "{fork.version}"' in (tmp_path / "pyproject.toml").read_text()
     again = subprocess.run([*cli, "--check"], capture_output=True, text=True, cwd=ROOT)
     assert again.returncode == 0, again.stdout

@@ -22,6 +22,7 @@ import yaml
 
 from grader.course import example_submissions
 from tests.conftest import CHAPTERS, ROOT
+from triton_course.i18n import EDITIONS
 from triton_course.links import read_config
 from triton_course.versions import TESTED_RANGES, check_versions, repair_interpreter_scalars, version_tuple
 
@@ -394,7 +395,11 @@ def test_the_student_wheel_holds_helpers_and_student_notebooks_only(wheels):
     package = CONFIG.import_name
     assert f"{package}/__init__.py" in names and f"{package}/course.toml" in names
     notebooks = [n for n in names if n.endswith(".ipynb")]
-    assert len(notebooks) == len(list((ROOT / "notebooks").glob("*/*.ipynb"))) == len(CHAPTERS)
+    assert len(notebooks) == len(list((ROOT / "notebooks").rglob("*.ipynb"))) == len(EDITIONS) * len(CHAPTERS)
+    # both editions, and the compiled catalogue of the helpers' messages of each translated one
+    assert {f"{package}/notebooks/{c}/{c}.ipynb" for c in CHAPTERS} | \
+        {f"{package}/notebooks/zh/{c}/{c}.ipynb" for c in CHAPTERS} == set(notebooks)
+    assert f"{package}/locale/zh_CN/LC_MESSAGES/triton_course.mo" in names
     assert not [n for n in names if n.startswith(("grader/", "solutions/", "tests/", "lab/"))]
     # nothing else of a chapter's folder: its tests, answer files, measuring script, records
     chapter_files = {p.name for c in CHAPTERS for p in (ROOT / "solutions" / c).rglob("*")

@@ -11,6 +11,8 @@ that ``TRITON_INTERPRET`` is set before any kernel is defined. Then:
 * :mod:`triton_course.checks`  -- compare with a float64 reference, poisoned outputs and guard regions;
 * :mod:`triton_course.integrity` -- evidence of whose work a result is: launches, operators, launched kernels;
 * :mod:`triton_course.static`  -- what a kernel's source shows without running it: loads whose mask does not mask;
+* :mod:`triton_course.i18n`    -- the language of every message above (English, or the notebook's edition);
+  :mod:`triton_course.columns` lines a table's headers up with its numbers in any language;
 * :mod:`triton_course.bench`   -- median timings with the L2 flushed, GB/s, copy-bandwidth calibration;
 * :mod:`triton_course.plots`   -- bandwidth-against-size plots;
 * :mod:`triton_course.grading` -- what hidden tests call (quiet stderr, the speed checks and how they time);

@@ -36,7 +36,9 @@ import torch
 
 from .bench import Sweep, flops_sweep
 from .checks import CheckFailed, Comparison, Hint, explain_exception
-from .plots import plot_sweep
+from .columns import rjust
+from .i18n import N_, _
+from .plots import figure_text, plot_sweep
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -64,11 +66,13 @@ def _report(name: str, rows: list[tuple], header: tuple[str, ...], total: int, w
     if not rows:
         print(f"ok  {name}: {what}")
         return
-    lines = [f"{name}: {len(rows)} of {total} cases wrong ({what})",
-             "  " + "".join(f"{h:>12}" for h in header)]
+    # TRANSLATORS: {what} describes the cases, such as "Z=2, H=3".
+    lines = [_("{function}: {wrong} of {total} cases wrong ({what})").format(function=name, wrong=len(rows),
+                                                                          total=total, what=what),
+             "  " + "".join(rjust(h, 12) for h in header)]
     lines += ["  " + "".join(f"{str(v):>12}" for v in r) for r in rows[:8]]
     if len(rows) > 8:
-        lines.append(f"  ... and {len(rows) - 8} more")
+        lines.append(_("  ... and {count} more").format(count=len(rows) - 8))
     raise CheckFailed("\n".join(lines))
 
 
@@ -81,7 +85,7 @@ def check_split(fn: Callable[[int, int], tuple[int, int]], Z: int, H: int) -> No
         got = _call(fn, (off_hz, H), getattr(fn, "__name__", "split"))
         if tuple(got) != want:
             wrong.append((off_hz, want, tuple(got)))
-    _report(getattr(fn, "__name__", "split"), wrong, ("off_hz", "expected", "got"), Z * H, f"Z={Z}, H={H}")
+    _report(getattr(fn, "__name__", "split"), wrong, ("off_hz", _("expected"), _("got")), Z * H, f"Z={Z}, H={H}")
 
 
 def check_base_offset(fn: Callable[[int, int, int, int], int], t: torch.Tensor) -> None:
@@ -95,9 +99,9 @@ def check_base_offset(fn: Callable[[int, int, int, int], int], t: torch.Tensor) 
             got = _call(fn, (z, h, t.stride(0), t.stride(1)), getattr(fn, "__name__", "base"))
             if got != want:
                 wrong.append((z, h, want, got))
-    layout = "contiguous" if t.is_contiguous() else f"strides {tuple(t.stride())}"
-    _report(getattr(fn, "__name__", "base"), wrong, ("off_z", "off_h", "expected", "got"), Z * H,
-            f"shape {list(t.shape)}, {layout}")
+    layout = _("contiguous") if t.is_contiguous() else _("strides {strides}").format(strides=tuple(t.stride()))
+    _report(getattr(fn, "__name__", "base"), wrong, ("off_z", "off_h", _("expected"), _("got")), Z * H,
+            _("shape {shape}, {layout}").format(shape=list(t.shape), layout=layout))
 
 
 def check_row_offset(fn: Callable[[int, int, int, int], int], Z: int, H: int, N: int, D: int = 4) -> None:
@@ -111,7 +115,7 @@ def check_row_offset(fn: Callable[[int, int, int, int], int], Z: int, H: int, N:
             got = _call(fn, (z, h, H, N), getattr(fn, "__name__", "row"))
             if got != want:
                 wrong.append((z, h, want, got))
-    _report(getattr(fn, "__name__", "row"), wrong, ("off_z", "off_h", "expected", "got"), Z * H,
+    _report(getattr(fn, "__name__", "row"), wrong, ("off_z", "off_h", _("expected"), _("got")), Z * H,
             f"Z={Z}, H={H}, N={N}")
 
 
@@ -500,7 +504,8 @@ def fit_shared_memory(config: AttentionConfig, head_dim: int, element_size: int,
         elif fitted.block_m > 16:
             fitted = dataclasses.replace(fitted, block_m=fitted.block_m // 2)
         else:
-            raise ValueError(f"no attention launch at head dim {head_dim} fits in {limit:,} bytes of shared memory")
+            raise ValueError(_("no attention launch at head dim {head_dim} fits in {limit} bytes of shared "
+                               "memory").format(head_dim=head_dim, limit=f"{limit:,}"))
     return fitted
 
 
@@ -584,7 +589,7 @@ def for_length(entry: TableEntry, n: int) -> AttentionConfig:
     for config in entry:
         if config.up_to_n is None or n <= config.up_to_n:
             return config
-    raise ValueError(f"no launch of {entry} serves N = {n}: give the last one no up_to_n")
+    raise ValueError(_("no launch of {entry} serves N = {n}: give the last one no up_to_n").format(entry=entry, n=n))
 
 
 def describe_entry(entry: TableEntry) -> str:
@@ -624,7 +629,8 @@ def _launch_rule(q: torch.Tensor, causal: bool, hopper_configs: dict[tuple[int, 
     if causal and config.block_m % config.block_n:
         # the unmasked stage runs whole key blocks up to start_m, a multiple of BLOCK_M: with BLOCK_N not dividing
         # it, its last block reaches past the diagonal unmasked (a 64 x 128 launch was 0.64 off on the H200)
-        raise ValueError(f"causal attention needs BLOCK_N to divide BLOCK_M, got {config.describe()}")
+        raise ValueError(_("causal attention needs BLOCK_N to divide BLOCK_M, got {launch}").format(
+            launch=config.describe()))
     return config, pinned
 
 
@@ -697,8 +703,8 @@ def _counting_dots():
     builder = getattr(interpreter, "InterpreterBuilder", None)
     original = getattr(builder, "create_dot", None)
     if original is None:   # an internal API of Triton's interpreter: say so when a new Triton moves it
-        raise RuntimeError("cannot count tl.dot calls: this Triton's interpreter has no "
-                           "InterpreterBuilder.create_dot (the experiment reads that internal API)")
+        raise RuntimeError(_("cannot count tl.dot calls: this Triton's interpreter has no "
+                             "InterpreterBuilder.create_dot (the experiment reads that internal API)"))
     calls = [0]
 
     def create_dot(self, *args, **kwargs):
@@ -748,8 +754,9 @@ def experiment_skip_reason(config: AttentionConfig, head_dim: int, element_size:
     need = estimated_shared_bytes(config, head_dim, element_size)
     if limit is None or need <= limit:
         return None
-    return (f"BLOCK_M={config.block_m}, BLOCK_N={config.block_n} skipped: its tiles need about {need:,} bytes of "
-            f"shared memory per program at D = {head_dim}, and this GPU has {limit:,}")
+    return _("BLOCK_M={block_m}, BLOCK_N={block_n} skipped: its tiles need about {need} bytes of shared memory per "
+             "program at D = {head_dim}, and this GPU has {limit}").format(
+        block_m=config.block_m, block_n=config.block_n, need=f"{need:,}", head_dim=head_dim, limit=f"{limit:,}")
 
 
 def causal_block_sweep(attention: Callable, kernel, blocks: list[tuple[int, int]], n: int, d: int,
@@ -793,10 +800,11 @@ def _sweep_one(attention: Callable, config: AttentionConfig, q: torch.Tensor, k:
                     with _counting_dots() as calls:
                         out = attention(q, k, v, causal)
                     if calls[0] == 0:   # the interpreter stopped calling what _counting_dots patches
-                        raise RuntimeError("counted no tl.dot call: this Triton's interpreter no longer goes "
-                                           "through InterpreterBuilder.create_dot, which the experiment patches")
+                        raise RuntimeError(_("counted no tl.dot call: this Triton's interpreter no longer goes "
+                                             "through InterpreterBuilder.create_dot, which the experiment patches"))
                     if calls[0] % 2:
-                        raise CheckFailed(f"expected two tl.dot calls per key block, counted {calls[0]}")
+                        raise CheckFailed(_("expected two tl.dot calls per key block, counted {count}").format(
+                            count=calls[0]))
                     setattr(row, "tiles_causal" if causal else "tiles_full", calls[0] // (2 * heads))
                 else:
                     out = attention(q, k, v, causal)
@@ -805,10 +813,13 @@ def _sweep_one(attention: Callable, config: AttentionConfig, q: torch.Tensor, k:
                 want = attention_reference(*(t[:, :1].double() for t in (q, k, v)), causal)
                 atol, rtol = attention_tolerance(dtype)
                 if not torch.allclose(out[:, :1].double(), want, atol=atol, rtol=rtol):
-                    raise CheckFailed(f"attention is wrong at BLOCK_M={block_m}, BLOCK_N={block_n}, "
-                                      f"causal={causal}: run the self-check first")
+                    raise CheckFailed(_("attention is wrong at BLOCK_M={block_m}, BLOCK_N={block_n}, "
+                                        "causal={causal}: run the self-check first").format(
+                        block_m=block_m, block_n=block_n, causal=causal))
     except OutOfResources as exc:
-        return f"BLOCK_M={block_m}, BLOCK_N={block_n} skipped: this GPU refused the launch ({exc})"
+        # TRANSLATORS: {error} is Triton's own message, in English.
+        return _("BLOCK_M={block_m}, BLOCK_N={block_n} skipped: this GPU refused the launch ({error})").format(
+            block_m=block_m, block_n=block_n, error=exc)
     rows.append(row)
     return None
 
@@ -832,7 +843,8 @@ def recorded_causal_ratios(n: int, d: int) -> tuple[dict[tuple[int, int, int, in
             fields = dict(part.split(": ") for part in cfg.split(", "))
             key = tuple(int(fields[f]) for f in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"))
             out[key] = (ms, found[True][cfg])
-    return out, source + f", each block shape's time, N={n}, D={d}"
+    # TRANSLATORS: {source} says where figures were recorded ("recorded on an H200 (...)").
+    return out, _("{source}, each block shape's time, N={n}, D={d}").format(source=source, n=n, d=d)
 
 
 def _record(name: str) -> dict | None:
@@ -865,14 +877,17 @@ def recorded_sdpa_backend() -> str:
     (09_attention_sweep.json)."""
     from .gpus import recorded
 
-    data, _ = recorded("09_attention")
+    data, _source = recorded("09_attention")
     backend = (data or {}).get("sdpa_backend")
+    # TRANSLATORS: {backend} is an SDPA backend as recorded, in English ("cuDNN attention"); {kernel} a kernel's name.
     if backend:
-        return f"{backend.get('backend', '?')} (profiler kernel: {backend.get('kernel', '?')})"
+        return _("{backend} (profiler kernel: {kernel})").format(backend=backend.get("backend", "?"),
+                                                                 kernel=backend.get("kernel", "?"))
     backend = ((_record("09_attention_sweep") or {}).get("sdpa") or {}).get("backend")
     if backend:
-        return f"{backend} (recorded by the launch sweep, solutions/09_attention/records/09_attention_sweep.json)"
-    return "not recorded in this copy of the course"
+        return _("{backend} (recorded by the launch sweep, {file})").format(
+            backend=backend, file="solutions/09_attention/records/09_attention_sweep.json")
+    return _("not recorded in this copy of the course")
 
 
 def recorded_gluon_path() -> dict[str, dict]:
@@ -1007,8 +1022,8 @@ class _Held:
     def _remote(self, args, kwargs=None, **named):
         result = self.fn.remote_call(args, kwargs, **named)
         if result.rerun is None:
-            raise CheckFailed(f"{self.__name__}: the grader has no record of this call's launches to read its "
-                              "memory from (a bug of the course, not of your code)")
+            raise CheckFailed(_("{function}: the grader has no record of this call's launches to read its "
+                                "memory from (a bug of the course, not of your code)").format(function=self.__name__))
         self.held.append(result.rerun.scratch_bytes + beyond_outputs(result.output))
         return result
 
@@ -1033,18 +1048,20 @@ def check_fused(fn: Callable, cases, reference: Callable, *, tolerances: Callabl
         atol, rtol = tolerances(q.dtype)
         check(held, args, reference, atol=atol, rtol=rtol, hints=hints)
         found, allowed = held.held[-1], fused_allowance(q)
-        Z, H, N, _ = q.shape
+        Z, H, N, _head_dim = q.shape
         label = f"{held.__name__}({describe_inputs(args)})"
         if found > allowed:
-            raise CheckFailed(
-                f"{label} is right, but not fused: the call held {found:,} bytes of memory besides q, k, v and its "
-                f"output, and a fused attention needs at most {allowed:,} here ({FUSED_FACTOR} x the bytes of q, k, v "
-                f"and o, plus {FUSED_SLACK:,}: memory that grows as Z*H*N*D). The N x N scores of these "
-                f"{Z * H} head(s) are {Z * H * N * N * q.element_size():,} bytes in {str(q.dtype)[6:]}: S or P went "
-                "through memory. Keep each block of scores and probabilities in registers, inside one kernel (the "
-                "online softmax), and never allocate an [N, N] buffer.")
+            raise CheckFailed(_(
+                "{call} is right, but not fused: the call held {found} bytes of memory besides q, k, v and its "
+                "output, and a fused attention needs at most {allowed} here ({factor} x the bytes of q, k, v and o, "
+                "plus {slack}: memory that grows as Z*H*N*D). The N x N scores of these {heads} head(s) are "
+                "{scores} bytes in {dtype}: S or P went through memory. Keep each block of scores and probabilities "
+                "in registers, inside one kernel (the online softmax), and never allocate an [N, N] buffer.").format(
+                call=label, found=f"{found:,}", allowed=f"{allowed:,}", factor=FUSED_FACTOR, slack=f"{FUSED_SLACK:,}",
+                heads=Z * H, scores=f"{Z * H * N * N * q.element_size():,}", dtype=str(q.dtype)[6:]))
         if not quiet:
-            print(f"ok  {label}: fused, {found:,} bytes held besides q, k, v and o (at most {allowed:,})")
+            print(_("ok  {call}: fused, {found} bytes held besides q, k, v and o (at most {allowed})").format(
+                call=label, found=f"{found:,}", allowed=f"{allowed:,}"))
 
 
 def fused_points(fn: Callable, cases, reference: Callable, *, points: float, tolerances: Callable | None = None,
@@ -1100,8 +1117,8 @@ def speed_not_graded_reason() -> str | None:
 
     dev = current()
     if dev.is_gpu and dev.compute_capability is not None and dev.compute_capability < (8, 0):
-        return (f"on {dev.name} tl.dot runs on FMA units (no tensor cores with current Triton) while SDPA uses "
-                "tensor cores, so attention's speed is not compared with it on this GPU.")
+        return _("on {gpu} tl.dot runs on FMA units (no tensor cores with current Triton) while SDPA uses "
+                 "tensor cores, so attention's speed is not compared with it on this GPU.").format(gpu=dev.name)
     return None
 
 
@@ -1139,7 +1156,7 @@ def attention_roofs():
     (the roofs say so)."""
     from .device import current
     from .gpus import spec_for
-    from .roofline import Roof, device_roof, sfu_tops
+    from .roofline import Roof, device_roof, sfu_tops, sources
 
     dev = current()
     if dev.interpreted:
@@ -1149,7 +1166,8 @@ def attention_roofs():
     if spec is None:
         return matmuls, device_roof("sfu")
     return matmuls, Roof(matmuls.bandwidth_gbps, sfu_tops(spec.fp32_tflops, spec.compute_capability),
-                         f"datasheet of the {spec.name}: 16 special-function ops per clock per SM", "sfu")
+                         **sources(N_("datasheet of the {gpu}: 16 special-function ops per clock per SM"),
+                                   gpu=spec.name), compute="sfu")
 
 
 #: The longest sequence the benchmark times where tl.dot has no tensor cores: one call at N = 16384 (Z = 4,
@@ -1178,17 +1196,22 @@ def plot_tflops(sweep: Sweep, title: str, tensor_roof=None, sfu_roof=None, head_
     ax = plot_sweep(sweep, title, ax=ax)
     if sweep.interpreted or tensor_roof is None:
         return ax
-    units = COMPUTE_UNITS[tensor_roof.compute][0]
+    units = figure_text(COMPUTE_UNITS[tensor_roof.compute][0])
+    # TRANSLATORS: a figure's legend; {units} names the units, such as "fp16 tensor cores (dense)".
     ax.axhline(tensor_roof.peak_tflops, color="black", linestyle=":",
-               label=f"roof of the matmuls: {units}, {tensor_roof.peak_tflops:,.0f} TFLOP/s")
+               label=figure_text(N_("roof of the matmuls: {units}, {peak} TFLOP/s")).format(
+                   units=units, peak=f"{tensor_roof.peak_tflops:,.0f}"))
     if sfu_roof is not None and head_dim:
         ceiling = exp_ceiling_tflops(sfu_roof.peak_tflops, head_dim)
+        # TRANSLATORS: a figure's legend; {ceiling} is in TFLOP/s.
         ax.axhline(ceiling, color="tab:red", linestyle="-.",
-                   label=f"ceiling of the exps: special-function units, one exp per {4 * head_dim} FLOPs "
-                         f"({ceiling:,.0f})")
+                   label=figure_text(N_("ceiling of the exps: special-function units, one exp per {flops} FLOPs "
+                                        "({ceiling})")).format(flops=4 * head_dim, ceiling=f"{ceiling:,.0f}"))
         in_turn = 1 / (1 / tensor_roof.peak_tflops + 1 / ceiling)
+        # TRANSLATORS: a figure's legend; {rate} is in TFLOP/s.
         ax.axhline(in_turn, color="tab:purple", linestyle="--",
-                   label=f"matmuls and exps in turn, never overlapped ({in_turn:,.0f})")
+                   label=figure_text(N_("matmuls and exps in turn, never overlapped ({rate})")).format(
+                       rate=f"{in_turn:,.0f}"))
     ax.set_ylim(0, 1.1 * max(tensor_roof.peak_tflops, *(v for vs in sweep.series.values() for v in vs)))
     ax.legend(fontsize=7)
     return ax

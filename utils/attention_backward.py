@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from .checks import CheckFailed, Comparison, Hint
+from .i18n import _
 
 OUTPUTS = ("dq", "dk", "dv")
 RECORD = Path(__file__).resolve().parent.parent / "solutions" / "11_attention_backward" / "records" / \
@@ -227,7 +228,8 @@ def check_autograd(attention: Callable, cases, *, tolerances: Callable = backwar
     for case in cases:
         q, k, v, do, *rest = case
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-        label = f"attention({describe_inputs((q, k, v, *rest))}) then loss.backward()"
+        # TRANSLATORS: {call} is a call such as "attention(float16[1, 2, 64, 32], ...)".
+        label = _("{call} then loss.backward()").format(call=f"attention({describe_inputs((q, k, v, *rest))})")
         try:
             o = attention(*leaves, *rest)
             (o * do).sum().backward()
@@ -238,13 +240,16 @@ def check_autograd(attention: Callable, cases, *, tolerances: Callable = backwar
         atol, rtol = tolerances(q.dtype)
         for name, leaf, w in zip(OUTPUTS, leaves, want):
             if leaf.grad is None:
-                raise CheckFailed(f"{label}: {name[1:]}.grad is None. Does forward return the output of your "
-                                  "kernels, and backward return (dq, dk, dv, None, None) in the order of forward's "
-                                  "arguments?")
+                # TRANSLATORS: {tensor} is q, k or v.
+                raise CheckFailed(_("{call}: {tensor}.grad is None. Does forward return the output of your "
+                                    "kernels, and backward return (dq, dk, dv, None, None) in the order of forward's "
+                                    "arguments?").format(call=label, tensor=name[1:]))
             c = compare(leaf.grad, w, atol=atol, rtol=rtol)
             if not c.ok:
-                raise CheckFailed(f"{label}: {name[1:]}.grad is wrong.\n{describe(c)}\nHint: backward must return "
-                                  "one gradient per argument of forward, in order: (dq, dk, dv, None, None).")
+                # TRANSLATORS: {tensor} is q, k or v; {report} the explanation of the wrong values, several lines.
+                raise CheckFailed(_("{call}: {tensor}.grad is wrong.\n{report}\nHint: backward must return one "
+                                    "gradient per argument of forward, in order: (dq, dk, dv, None, None).").format(
+                    call=label, tensor=name[1:], report=describe(c)))
         print(f"ok  {label}")
 
 

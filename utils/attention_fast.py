@@ -31,6 +31,7 @@ import triton.language as tl
 
 from .attention import AttentionConfig, fast_launch_config, gluon_path_allowed
 from .device import current
+from .i18n import _
 from .inputs import BadInputError, expect
 from .versions import gluon_ready
 
@@ -403,9 +404,10 @@ def fast_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
     expect("v", v, like=q, dtypes=None)
     Z, H, N, D = q.shape
     if D > 128 or D & (D - 1) or N == 0:
-        raise BadInputError(f"need N >= 1 and D a power of two up to 128, got shape {tuple(q.shape)}")
+        raise BadInputError(_("need N >= 1 and D a power of two up to 128, got shape {shape}").format(
+            shape=tuple(q.shape)))
     if Z * H > 65535:  # grid axis 1 holds at most 65535 programs
-        raise BadInputError(f"at most 65535 heads in all (Z*H), got Z={Z}, H={H}")
+        raise BadInputError(_("at most 65535 heads in all (Z*H), got Z={z}, H={h}").format(z=Z, h=H))
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
     if D < 16:  # tl.dot needs 16 along each dimension: heads padded with zeros, which change no score

@@ -38,6 +38,7 @@ from functools import lru_cache
 import torch
 
 from .device import current, require_gpu
+from .i18n import _
 
 #: Set by the grader so that every submission in one run is held to the same calibrated ceiling.
 COPY_GBPS_ENV = "COURSE_COPY_GBPS"
@@ -66,7 +67,8 @@ def _spin_up(ms: float = 100.0) -> None:
 
 def time_ms(fn: Callable[[], object], *, warmup_ms: int = 25, rep_ms: int = 100) -> float:
     """Median milliseconds per call of ``fn`` on the GPU (events, L2 flushed, warm-up excluded)."""
-    require_gpu("Timing a kernel")
+    # TRANSLATORS: the subject of "... needs a CUDA GPU; this session runs Triton's interpreter on the CPU."
+    require_gpu(_("Timing a kernel"))
     import triton.testing
     _spin_up()
     ms = float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
@@ -153,7 +155,7 @@ def steady_rounds(fns: dict[str, Callable[..., object]], make_inputs: Callable[[
     up to 20% apart (solutions/06_rmsnorm/records/06_rmsnorm_timing_position.json). Good enough to tell a kernel from PyTorch's; for
     comparisons at the 2% level, lab/sweeps/graph_timing.py replays each function from a CUDA graph.
     """
-    require_gpu("Timing a kernel")
+    require_gpu(_("Timing a kernel"))
     _spin_up()
     first = tuple(make_inputs())
     out_bytes = max(tensor_bytes(fn(*first)) for fn in fns.values())     # compile / autotune, untimed
@@ -166,14 +168,14 @@ def steady_rounds(fns: dict[str, Callable[..., object]], make_inputs: Callable[[
         calls, host_ms = call_plan(fn, sets)
         plans[name] = [calls, host_ms * calls * 1.5 + 1.0]      # calls, sleep in ms
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
+    for _round in range(rounds):
         for name, fn in fns.items():
             for _attempt in range(4):   # a round in which the host fell behind the GPU is redone
                 calls, sleep_ms = plans[name]
                 kept = collections.deque(maxlen=n_sets)
                 flush.sum()
                 torch.cuda.synchronize()
-                marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+                marks = [torch.cuda.Event(enable_timing=True) for _mark in range(4)]
                 marks[0].record()
                 flush.sum()                             # a flush on a clean L2, timed alone
                 marks[1].record()
@@ -216,8 +218,8 @@ def copy_bandwidth() -> float:
     """
     if os.environ.get(COPY_GBPS_ENV):
         return float(os.environ[COPY_GBPS_ENV])
-    require_gpu("Measuring copy bandwidth")
-    free, _ = torch.cuda.mem_get_info()
+    require_gpu(_("Measuring copy bandwidth"))
+    free, _total = torch.cuda.mem_get_info()
     n = 2**28 if free > 16 * 2**30 else 2**26   # 1 GiB or 256 MiB of fp32 a tensor: far larger than any L2
     ms = steady_ms(torch.clone, lambda: (torch.randn(n, device="cuda"),), rounds=5)
     torch.cuda.empty_cache()
@@ -248,7 +250,8 @@ class Sweep:
         fmt = "{:>%d.3g}" % width if self.interpreted or self.unit != "GB/s" else "{:>%d,.0f}" % width
         rows = [head] + [f"{s:>12} " + " ".join(fmt.format(self.series[n][i]) for n in names)
                          for i, s in enumerate(self.sizes)]
-        unit = f"{self.unit} by host clock (interpreter: not GPU performance)" if self.interpreted else self.unit
+        unit = _("{unit} by host clock (interpreter: not GPU performance)").format(unit=self.unit) \
+            if self.interpreted else self.unit
         return "\n".join(rows + [unit])
 
 

@@ -19,16 +19,35 @@ writes it into every notebook.
 
 from __future__ import annotations
 
+from .i18n import N_, SOURCE_LANGUAGE, normalise, translations
 from .links import CONFIG, CourseConfig
 
+#: The setup cell's words, translated into the notebook's edition when the cell is generated. ``{pkg}``,
+#: ``{version}`` and ``{mirror}`` are filled in then; ``{DIST}``, ``{VERSION}``, ``{REPO}``, ``{folder}``,
+#: ``{clone}``, ``{PKG}``, ``{course.__version__}`` and ``{source}`` are the cell's own f-string fields and must stay as they are.
+MESSAGES = {
+    "comment": N_("Setup: run this cell first. It finds the course helpers ({pkg} {version}): installed, in this "
+                  "checkout,\ninstalled now with pip, or cloned; then picks the GPU or, without one, Triton's "
+                  "interpreter."),
+    "language": N_('the language of the helpers\' messages: "en" (English) or "zh_CN" (Chinese)'),
+    "help": N_("Could not install or download the course helpers. In a terminal, run `pip install "
+               "{DIST}=={VERSION}` (in mainland China, add `-i {mirror}`), then run this cell again."),
+    "installed": N_("the installed copy, {folder}"),
+    "checkout": N_("this checkout, {folder}"),
+    "installing": N_("Installing {DIST}=={VERSION} with pip ..."),
+    "pip": N_("pip install {DIST}=={VERSION}"),
+    "downloading": N_("Downloading the course helpers from {REPO} ..."),
+    "clone": N_("a clone of {REPO} in {clone}"),
+    "found": N_("Course helpers {PKG} {course.__version__}: {source}"),
+}
+
 TEMPLATE = '''\
-# Setup: run this cell first. It finds the course helpers ({pkg} {version}): installed, in this checkout,
-# installed now with pip, or cloned; then picks the GPU or, without one, Triton's interpreter.
+{comment}
 import importlib, importlib.util, pathlib, shutil, subprocess, sys
 PKG, VERSION, DIST = {pkg!r}, {version!r}, {dist!r}
 REPO, BRANCH = {repo!r}, {branch!r}
-HELP = (f"Could not install or download the course helpers. In a terminal, run `pip install {{DIST}}=={{VERSION}}` "
-        "(in mainland China, add `-i {mirror}`), then run this cell again.")
+LANGUAGE = {language!r}  # {language_comment}
+HELP = f{help}
 
 def forget():
     for name in [m for m in sys.modules if m.split(".")[0] == PKG]:
@@ -69,38 +88,50 @@ def checkout(folder):
 
 def find_helpers():
     if course := installed():
-        return course, f"the installed copy, {{pathlib.Path(course.__file__).parent}}"
+        folder = pathlib.Path(course.__file__).parent
+        return course, f{installed}
     for folder in (here := pathlib.Path.cwd().resolve(), *here.parents):
         if course := checkout(folder):
-            return course, f"this checkout, {{folder}}"
-    print(f"Installing {{DIST}}=={{VERSION}} with pip ...")
+            return course, f{checkout}
+    print(f{installing})
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"{{DIST}}=={{VERSION}}"])
     if pip.returncode == 0 and (course := installed()):
-        return course, f"pip install {{DIST}}=={{VERSION}}"
+        return course, f{pip}
     clone = pathlib.Path.home() / REPO.rstrip("/").rsplit("/", 1)[-1]
     if not (clone / "utils" / "__init__.py").exists():  # none yet, or a broken one: clone afresh
         partial = clone.with_name(clone.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
-        print(f"Downloading the course helpers from {{REPO}} ...")
+        print(f{downloading})
         git = subprocess.run(["git", "clone", "-q", "--depth=1", "-b", BRANCH, REPO, str(partial)])
         if git.returncode != 0 or not (partial / "utils" / "__init__.py").exists():
             raise RuntimeError(HELP) from None
         shutil.rmtree(clone, ignore_errors=True)
         partial.rename(clone)
     if course := checkout(clone):
-        return course, f"a clone of {{REPO}} in {{clone}}"
+        return course, f{clone}
     raise RuntimeError(HELP) from None
 
 course, source = find_helpers()
-print(f"Course helpers {{PKG}} {{course.__version__}}: {{source}}")
+print(f{found})
 import {pkg}
-device = {pkg}.setup()'''
+device = {pkg}.setup(language=LANGUAGE)'''
 
 
-def setup_cell(config: CourseConfig = CONFIG) -> str:
-    """The text of the setup cell for the course ``config`` describes."""
-    return TEMPLATE.format(pkg=config.import_name, version=config.version, dist=config.student_package,
-                           repo=config.repo_url, branch=config.branch, mirror=config.mirror)
+def _literal(text: str) -> str:
+    """``text`` as the body of an f-string literal (its ``{fields}`` left for the cell to fill)."""
+    return repr(text)
 
+
+def setup_cell(config: CourseConfig = CONFIG, language: str = SOURCE_LANGUAGE) -> str:
+    """The text of the setup cell for the course ``config`` describes, in the edition of ``language``."""
+    code = normalise(language)
+    tr = translations(code).gettext
+    comment = tr(MESSAGES["comment"]).replace("{pkg}", config.import_name).replace("{version}", config.version)
+    words = {key: _literal(tr(MESSAGES[key]).replace("{mirror}", config.mirror))
+             for key in MESSAGES if key not in ("comment", "language")}
+    return TEMPLATE.format(comment="\n".join(f"# {line}" for line in comment.splitlines()),
+                           pkg=config.import_name, version=config.version, dist=config.student_package,
+                           repo=config.repo_url, branch=config.branch, language=code,
+                           language_comment=tr(MESSAGES["language"]), **words)
 
 SETUP_CELL = setup_cell()

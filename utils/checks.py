@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .columns import ljust, rjust
+from .i18n import _
+
 #: Bit patterns. Poison fills fresh outputs ("never written"), guard fills the regions around outputs
 #: and the read guard the regions around inputs. All are quiet NaNs with payloads that arithmetic does
 #: not produce; the two guards differ because NaN arithmetic on the CPU keeps an operand's payload, so
@@ -297,40 +300,49 @@ def describe(c: Comparison, max_rows: int = 8) -> str:
     lines = []
     n_wrong = int(c.wrong.sum())
     if n_wrong:
-        lines.append(f"{n_wrong} of {c.total} output elements are wrong "
-                     f"(tolerance |got - expected| <= {c.atol:g} + {c.rtol:g}*|expected|).")
+        lines.append(_("{wrong} of {total} output elements are wrong "
+                       "(tolerance |got - expected| <= {atol} + {rtol}*|expected|).").format(
+            wrong=n_wrong, total=c.total, atol=f"{c.atol:g}", rtol=f"{c.rtol:g}"))
     n_unwritten = int(c.unwritten.sum())
     if n_unwritten:
         runs, count = _runs(c.unwritten)
         shown = ", ".join(f"{c.index(a)}..{c.index(b - 1)}" if b - a > 1 else c.index(a) for a, b in runs)
-        lines.append(f"{n_unwritten} elements were never written (they still hold the poison value): "
-                     f"{shown}{' ...' if count > len(runs) else ''}")
+        # TRANSLATORS: {indices} lists index ranges such as "[512]..[999], [1024]"; {more} is " ..." or nothing.
+        lines.append(_("{count} elements were never written (they still hold the poison value): "
+                       "{indices}{more}").format(count=n_unwritten, indices=shown,
+                                                 more=" ..." if count > len(runs) else ""))
     if c.oob_before or c.oob_after:
-        lines.append(f"Out-of-bounds stores: {c.oob_before} element(s) before the start and "
-                     f"{c.oob_after} after the end of the output were overwritten. Is every tl.store masked?")
+        lines.append(_("Out-of-bounds stores: {before} element(s) before the start and {after} after the end of "
+                       "the output were overwritten. Is every tl.store masked?").format(
+            before=c.oob_before, after=c.oob_after))
     wrong_written = c.wrong & ~c.unwritten
     if bool(wrong_written.any()):
         runs, count = _runs(wrong_written)
         shown = ", ".join(f"{c.index(a)}..{c.index(b - 1)}" if b - a > 1 else c.index(a) for a, b in runs)
-        lines.append(f"Wrong values at {shown}{' ...' if count > len(runs) else ''}")
+        # TRANSLATORS: {indices} lists index ranges such as "[0]..[999]"; {more} is " ..." or nothing.
+        lines.append(_("Wrong values at {indices}{more}").format(indices=shown,
+                                                                  more=" ..." if count > len(runs) else ""))
         rows = torch.nonzero(wrong_written, as_tuple=False).flatten()[:max_rows].tolist()
-        lines.append(f"  {'index':<16}{'expected':>14}{'got':>14}{'|diff|':>12}")
+        # TRANSLATORS: column headers of the table of wrong elements: index, expected value, value got, |difference|.
+        lines.append("  " + ljust(_("index"), 16) + rjust(_("expected"), 14) + rjust(_("got"), 14)
+                     + rjust(_("|diff|"), 12))
         for i in rows:
             ev, gv = float(c.expected[i]), float(c.got[i])
             lines.append(f"  {c.index(i):<16}{_fmt(ev):>14}{_fmt(gv):>14}{_fmt(abs(gv - ev)):>12}")
         finite = torch.isfinite(c.got) & torch.isfinite(c.expected) & wrong_written
         if bool(finite.any()):
             diff = (c.got - c.expected).abs()[finite]
-            lines.append(f"  largest |diff| among wrong elements: {_fmt(float(diff.max()))}")
+            lines.append(_("  largest |diff| among wrong elements: {diff}").format(diff=_fmt(float(diff.max()))))
         worst = near_miss(c)
         if worst is not None:
-            lines.append(f"  Near miss: {n_wrong} of {c.total} elements, the worst {worst:.2f} times its tolerance. "
-                         "Rounding in another order can do that; a kernel that computes in a lower precision "
-                         "usually misses by more, and in more places.")
+            lines.append(_("  Near miss: {wrong} of {total} elements, the worst {times} times its tolerance. "
+                           "Rounding in another order can do that; a kernel that computes in a lower precision "
+                           "usually misses by more, and in more places.").format(
+                wrong=n_wrong, total=c.total, times=f"{worst:.2f}"))
         nan_new = torch.isnan(c.got) & ~torch.isnan(c.expected) & ~c.unwritten
         if bool(nan_new.any()):
-            lines.append(f"  {int(nan_new.sum())} element(s) are NaN where the reference is finite "
-                         "(an overflow, or a load past the end of an input: the guard region reads as NaN).")
+            lines.append(_("  {count} element(s) are NaN where the reference is finite (an overflow, or a load past "
+                           "the end of an input: the guard region reads as NaN).").format(count=int(nan_new.sum())))
     lines += c.notes
     return "\n".join(lines)
 
@@ -359,7 +371,7 @@ def _student_frame(exc: BaseException) -> str:
     if not frames:
         return ""
     f = frames[-1]
-    return f"\n  at your code, line {f.lineno}: {(f.line or '').strip()}"
+    return "\n" + _("  at your code, line {line}: {source}").format(line=f.lineno, source=(f.line or "").strip())
 
 
 def explain_exception(exc: BaseException, call: str) -> str:
@@ -370,22 +382,30 @@ def explain_exception(exc: BaseException, call: str) -> str:
         inner = cause  # the interpreter wraps the real exception
     text = str(inner).strip()
     if isinstance(inner, NotImplementedError) or "NotImplementedError" in text:
-        return f"{call} is still a TODO stub: replace `raise NotImplementedError()` with your code."
+        return _("{call} is still a TODO stub: replace `raise NotImplementedError()` with your code.").format(call=call)
     if type(inner).__name__ == "CompilationError":
         if "Raise" in text or "NotImplementedError" in text:
-            return f"{call}: the kernel still contains the TODO stub `raise NotImplementedError()`."
+            return _("{call}: the kernel still contains the TODO stub `raise NotImplementedError()`.").format(call=call)
         first = [ln for ln in text.splitlines() if ln.strip()][-3:]
         hint = ""
         if "Expected dtype" in text and "fp32" in text:
-            hint = ("\nHint: tl.exp, tl.log, tl.sqrt and the other math functions need float32 (or float64): "
-                    "upcast first, x.to(tl.float32), and cast the result back when you store it.")
+            hint = "\n" + _("Hint: {hint}").format(hint=_(
+                "tl.exp, tl.log, tl.sqrt and the other math functions need float32 (or float64): upcast first, "
+                "x.to(tl.float32), and cast the result back when you store it."))
         elif "must be a power of 2" in text or "arange's range must be a power of 2" in text:
-            hint = "\nHint: tl.arange needs a power-of-two length: use triton.next_power_of_2(n) and a mask."
-        return f"{call}: Triton could not compile the kernel:\n  " + "\n  ".join(first) + hint
+            hint = "\n" + _("Hint: {hint}").format(hint=_(
+                "tl.arange needs a power-of-two length: use triton.next_power_of_2(n) and a mask."))
+        # TRANSLATORS: {compiler} is the last lines of Triton's own error message, indented; {hint} a hint or nothing.
+        return _("{call}: Triton could not compile the kernel:\n  {compiler}{hint}").format(
+            call=call, compiler="\n  ".join(first), hint=hint)
     if type(inner).__name__ == "OutOfResources":
-        return f"{call}: the kernel asks for more registers or shared memory than the GPU has ({text}). "\
-               "Try a smaller BLOCK or fewer stages."
-    return f"{call} raised {type(inner).__name__}: {text}{_student_frame(exc)}"
+        # TRANSLATORS: {error} is Triton's own message, in English.
+        return _("{call}: the kernel asks for more registers or shared memory than the GPU has ({error}). "
+                 "Try a smaller BLOCK or fewer stages.").format(call=call, error=text)
+    # TRANSLATORS: {error_type} and {error} are the Python exception's class and message, as Python gives them;
+    # {where} is nothing, or a new line naming the line of the student's code.
+    return _("{call} raised {error_type}: {error}{where}").format(
+        call=call, error_type=type(inner).__name__, error=text, where=_student_frame(exc))
 
 
 def describe_inputs(args: Sequence[object]) -> str:
@@ -414,7 +434,7 @@ def parameter_names(fn: Callable[..., object], count: int) -> list[str]:
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []
-    return [params[i] if i < len(params) else f"input {i}" for i in range(count)]
+    return [params[i] if i < len(params) else _("input {index}").format(index=i) for i in range(count)]
 
 
 def _span_bytes(t: torch.Tensor) -> tuple[int, int]:
@@ -439,16 +459,17 @@ def changed_inputs(before: Sequence[torch.Tensor | None], after: Sequence[torch.
     for (i, b), a in zip(tensors, after):
         a = a.to(b.device) if a.device != b.device else a
         if a.shape != b.shape:
-            notes.append(f"Input {i} was modified: your kernel changed its input `{names[i]}` (its shape is now "
-                         f"{tuple(a.shape)}).")
+            notes.append(_("Input {index} was modified: your kernel changed its input `{name}` (its shape is now "
+                           "{shape}).").format(index=i, name=names[i], shape=tuple(a.shape)))
             continue
         same = _bits(a) == _bits(b) if a.is_floating_point() and a.dtype in _POISON_BITS else a == b
         changed = int((~same).sum())
         if changed:
-            notes.append(f"Input {i} was modified: your kernel changed its input `{names[i]}`: {changed} of "
-                         f"{b.numel()} elements differ from what was passed in. Kernels must leave their inputs "
-                         "untouched: store into an output, not into an input. (The expected values come from "
-                         "the inputs as they were before the call.)")
+            notes.append(_("Input {index} was modified: your kernel changed its input `{name}`: {changed} of "
+                           "{total} elements differ from what was passed in. Kernels must leave their inputs "
+                           "untouched: store into an output, not into an input. (The expected values come from "
+                           "the inputs as they were before the call.)").format(
+                index=i, name=names[i], changed=changed, total=b.numel()))
     return notes
 
 
@@ -482,51 +503,61 @@ def work_problems(evidence: dict, require_kernel: bool, outputs: Sequence[str] |
     if not require_kernel:
         return problems
     if int(evidence.get("launches", 0)) == 0:
-        problems.append("returned without launching a Triton kernel. The grader awards points only for "
-                        "results your Triton kernel computes (not PyTorch, NumPy or stored answers).")
+        problems.append(_("returned without launching a Triton kernel. The grader awards points only for "
+                          "results your Triton kernel computes (not PyTorch, NumPy or stored answers)."))
     ops = {str(k): int(v) for k, v in dict(evidence.get("ops", {})).items()}
     computed = sorted(k for k in ops if k not in ALLOWED_OPS)
     if computed:
-        problems.append("computed with PyTorch outside its kernel (" + ", ".join(f"aten.{k}" for k in computed[:6])
-                        + "). Allocating, views and .contiguous() are fine; the result must come from your kernel.")
+        # TRANSLATORS: {operators} lists PyTorch operators such as "aten.add, aten.mul".
+        problems.append(_("computed with PyTorch outside its kernel ({operators}). Allocating, views and "
+                          ".contiguous() are fine; the result must come from your kernel.").format(
+            operators=", ".join(f"aten.{k}" for k in computed[:6])))
     if ops.get("_local_scalar_dense", 0) > MAX_SCALAR_READS:
-        problems.append(f"read {ops['_local_scalar_dense']} tensor values into Python (.item(), float(...)): "
-                        "the result must come from your kernel, not from Python arithmetic.")
+        problems.append(_("read {count} tensor values into Python (.item(), float(...)): "
+                          "the result must come from your kernel, not from Python arithmetic.").format(
+            count=ops["_local_scalar_dense"]))
     if int(evidence.get("unknown_copies", 0)):
-        problems.append("copied data into a tensor that neither its inputs nor a Triton kernel produced "
-                        "(a tensor made from NumPy or Python values?).")
+        problems.append(_("copied data into a tensor that neither its inputs nor a Triton kernel produced "
+                          "(a tensor made from NumPy or Python values?)."))
     out = evidence.get("output") or {}
     if out.get("kind") == "tensor":
         problems += _returned_tensor_problems(out, None, arg_names)
     elif out.get("kind") == "tuple":
         items = [i for i in out.get("items", []) if isinstance(i, dict)]
         names = list(outputs) if outputs is not None and len(outputs) == len(items) else \
-            [f"output {i + 1}" for i in range(len(items))]
+            [_("output {number}").format(number=i + 1) for i in range(len(items))]
         for item, name in zip(items, names):
             problems += _returned_tensor_problems(item, name, arg_names)
         for i, item in enumerate(items):
             twins = [j for j in item.get("shares_memory_with", []) if isinstance(j, int) and i < j < len(items)]
             for j in twins:
-                problems.append(f"returned outputs `{names[i]}` and `{names[j]}` in the same memory (the same "
-                                "tensor twice?): each output needs a tensor of its own, written by your kernel.")
+                problems.append(_("returned outputs `{first}` and `{second}` in the same memory (the same "
+                                  "tensor twice?): each output needs a tensor of its own, written by your "
+                                  "kernel.").format(first=names[i], second=names[j]))
     return problems
 
 
 def _returned_tensor_problems(out: dict, name: str | None, arg_names: Sequence[str] | None) -> list[str]:
     """The evidence of one returned tensor (``name`` is None for a function's only output)."""
     problems = []
-    which = "a tensor" if name is None else f"as output `{name}` a tensor"
     if out.get("is_input"):
         k = out.get("input_index")
-        arg = f"`{arg_names[k]}`" if isinstance(k, int) and arg_names and 0 <= k < len(arg_names) else "one of its inputs"
-        problems.append(f"returned its input {arg} instead of a new output tensor." if name is None else
-                        f"returned its input {arg} as output `{name}` instead of a new tensor.")
+        # TRANSLATORS: {input} is an input's name in backquotes, or the words "one of its inputs".
+        arg = f"`{arg_names[k]}`" if isinstance(k, int) and arg_names and 0 <= k < len(arg_names) else \
+            _("one of its inputs")
+        problems.append(_("returned its input {input} instead of a new output tensor.").format(input=arg)
+                        if name is None else
+                        _("returned its input {input} as output `{output}` instead of a new tensor.").format(
+                            input=arg, output=name))
     elif not out.get("written_by_launch"):
-        problems.append(f"returned {which} that no Triton kernel launch received, so the kernel cannot "
-                        "have written it.")
+        problems.append(_("returned a tensor that no Triton kernel launch received, so the kernel cannot "
+                          "have written it.") if name is None else
+                        _("returned as output `{output}` a tensor that no Triton kernel launch received, so the "
+                          "kernel cannot have written it.").format(output=name))
     if not out.get("exact_type", True):
-        problems.append("returned a subclass of torch.Tensor; return a plain tensor." if name is None else
-                        f"returned as output `{name}` a subclass of torch.Tensor; return a plain tensor.")
+        problems.append(_("returned a subclass of torch.Tensor; return a plain tensor.") if name is None else
+                        _("returned as output `{output}` a subclass of torch.Tensor; return a plain "
+                          "tensor.").format(output=name))
     return problems
 
 
@@ -596,10 +627,10 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
     back; everything else here runs in the judge.
     """
     __tracebackhide__ = True
-    call = name or getattr(fn, "__name__", "your function")
+    call = name or (fn.__name__ if hasattr(fn, "__name__") else _("your function"))
     label = f"{call}({describe_inputs(args)})"
     names = list(arg_names) if arg_names is not None else parameter_names(reference, len(args))
-    names += [f"input {i}" for i in range(len(names), len(args))]
+    names += [_("input {index}").format(index=i) for i in range(len(names), len(args))]
     args = [guarded_copy(a) if guard_inputs and isinstance(a, torch.Tensor) else a for a in args]
     before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
     # The reference comes from copies taken before the call, so a kernel that writes into its inputs is
@@ -610,8 +641,8 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
     several = isinstance(expected, (tuple, list))
     expected_list = list(expected) if several else [expected]
     n_out = len(expected_list)
-    out_names = list(outputs) if outputs is not None else ([f"output {i + 1}" for i in range(n_out)] if several
-                                                           else [""])
+    out_names = list(outputs) if outputs is not None else (
+        [_("output {number}").format(number=i + 1) for i in range(n_out)] if several else [""])
     if len(out_names) != n_out:
         raise ValueError(f"check: {len(out_names)} output names for a reference with {n_out} outputs")
     atols, rtols = _per_output(atol, n_out, "atol"), _per_output(rtol, n_out, "rtol")
@@ -630,7 +661,7 @@ def check(fn: Callable[..., object], args: Sequence[object], reference: Callable
     problems = _output_problems(got_list, expected_list, out_names, args, names, label, several=several,
                                 out_dtypes=out_dtypes, here=remote is None)
     if problems:
-        raise CheckFailed("\n".join(changed + [f"{label} " + "; ".join(problems)]))
+        raise CheckFailed("\n".join(changed + [_problems(label, problems)]))
     results = []
     for g, e, allocation, a_tol, r_tol, what in zip(got_list, expected_list, allocations, atols, rtols, out_names):
         if allocation is not None and allocation.view is not g:
@@ -667,7 +698,9 @@ def _call_here(fn: Callable[..., object], args: Sequence[object], label: str, se
     if log is not None and (isinstance(got, (torch.Tensor, tuple, list))):
         problems = work_problems(call_evidence(got, launches, log, inputs), True, outputs, arg_names)
         if problems:
-            raise CheckFailed(f"{label} " + " ".join(problems))
+            # TRANSLATORS: {call} is a call such as "add(float32[1000], float32[1000])"; {problems} are sentences
+            # whose subject is that call ("returned without launching a Triton kernel. ...").
+            raise CheckFailed(_("{call} {problems}").format(call=label, problems=join_sentences(problems)))
     items = list(got) if several and isinstance(got, (tuple, list)) else [got]
     return got, inputs, [allocs.find(g) if isinstance(g, torch.Tensor) else None for g in items]
 
@@ -678,12 +711,23 @@ def _returned(got: object, label: str, several: bool, out_names: Sequence[str]) 
     __tracebackhide__ = True
     if not several:
         return [got]
-    want = f"a tuple of {len(out_names)} tensors ({', '.join(out_names)})"
     if not isinstance(got, (tuple, list)):
-        raise CheckFailed(f"{label} returned {type(got).__name__}, expected {want}")
+        raise CheckFailed(_("{call} returned {type}, expected a tuple of {count} tensors ({names})").format(
+            call=label, type=type(got).__name__, count=len(out_names), names=", ".join(out_names)))
     if len(got) != len(out_names):
-        raise CheckFailed(f"{label} returned {len(got)} outputs, expected {want}")
+        raise CheckFailed(_("{call} returned {returned} outputs, expected a tuple of {count} tensors "
+                            "({names})").format(call=label, returned=len(got), count=len(out_names),
+                                                names=", ".join(out_names)))
     return list(got)
+
+
+def _problems(label: str, problems: Sequence[str]) -> str:
+    """One line: the call, then what is wrong with its outputs (:func:`_output_problems`)."""
+    # TRANSLATORS: separates the problems of one call's outputs ("returned shape (10,), expected (1000,); ...").
+    separator = _("; ")
+    # TRANSLATORS: {call} is a call such as "add(float32[1000])"; {problems} are clauses whose subject is that call
+    # ("returned shape (10,), expected (1000,)").
+    return _("{call} {problems}").format(call=label, problems=separator.join(problems))
 
 
 def _output_problems(got_list: list[object], expected_list: list[torch.Tensor], out_names: Sequence[str],
@@ -696,33 +740,41 @@ def _output_problems(got_list: list[object], expected_list: list[torch.Tensor], 
     first = next((a for a in args if isinstance(a, torch.Tensor)), None)
     problems = []
     for i, (g, e, what) in enumerate(zip(got_list, expected_list, out_names)):
-        where = f"output `{what}`" if several else "it"
         if not isinstance(g, torch.Tensor):
             if several:
-                problems.append(f"{where} is a {type(g).__name__}, expected a tensor")
+                problems.append(_("output `{output}` is a {type}, expected a tensor").format(
+                    output=what, type=type(g).__name__))
                 continue
-            raise CheckFailed(f"{label} returned {type(g).__name__}, expected a tensor (did you forget "
-                              "`return out`?)")
-        prefix = f"{where} has" if several else "returned"
+            raise CheckFailed(_("{call} returned {type}, expected a tensor (did you forget `return out`?)").format(
+                call=label, type=type(g).__name__))
         if tuple(g.shape) != tuple(e.shape):
-            problems.append(f"{prefix} shape {tuple(g.shape)}, expected {tuple(e.shape)}")
+            problems.append((_("output `{output}` has shape {got}, expected {expected}") if several else
+                             _("returned shape {got}, expected {expected}")).format(
+                output=what, got=tuple(g.shape), expected=tuple(e.shape)))
         want_dtype = (out_dtypes[i] if out_dtypes is not None and i < len(out_dtypes) else None) or \
             (first.dtype if first is not None else None)
         if want_dtype is not None and g.dtype != want_dtype:
-            why = " (the input's dtype)" if want_dtype == (first.dtype if first is not None else None) else ""
-            problems.append(f"{prefix} dtype {_dtype_name(g.dtype)}, expected {_dtype_name(want_dtype)}{why}")
+            # TRANSLATORS: {why} is " (the input's dtype)" or nothing.
+            why = _(" (the input's dtype)") if want_dtype == (first.dtype if first is not None else None) else ""
+            problems.append(
+                (_("output `{output}` has dtype {got}, expected {expected}{why}") if several else
+                 _("returned dtype {got}, expected {expected}{why}")).format(
+                    output=what, got=_dtype_name(g.dtype), expected=_dtype_name(want_dtype), why=why))
         if here and first is not None and g.device != first.device:
-            problems.append(f"{prefix} a tensor on {g.device}, expected {first.device}" if several else
-                            f"returned a tensor on {g.device}, expected {first.device}")
+            problems.append((_("output `{output}` has a tensor on {got}, expected {expected}") if several else
+                             _("returned a tensor on {got}, expected {expected}")).format(
+                output=what, got=g.device, expected=first.device))
         if here and several:
             for j, a in enumerate(args):
                 if isinstance(a, torch.Tensor) and shares_memory(g, a):
-                    problems.append(f"{where} is your input `{names[j]}` (or a view of it), not a new tensor")
+                    problems.append(_("output `{output}` is your input `{input}` (or a view of it), not a new "
+                                      "tensor").format(output=what, input=names[j]))
             for j in range(i):
                 other = got_list[j]
                 if isinstance(other, torch.Tensor) and shares_memory(g, other):
-                    problems.append(f"outputs `{out_names[j]}` and `{what}` share memory (the same tensor "
-                                    "returned twice?): each output needs its own tensor")
+                    problems.append(_("outputs `{first}` and `{second}` share memory (the same tensor returned "
+                                      "twice?): each output needs its own tensor").format(first=out_names[j],
+                                                                                          second=what))
     return problems
 
 
@@ -737,15 +789,27 @@ def _report(results: list[Comparison], changed: list[str], label: str, several: 
         report = changed[:]
         wrong = [c for c in results if not c.ok]
         if changed and not wrong:
-            report.append("Apart from that, every output is right." if several else
-                          "Apart from that, the output is right.")
+            report.append(_("Apart from that, every output is right.") if several else
+                          _("Apart from that, the output is right."))
         elif changed:
-            report.append("Fix that first: other programs may have read the values your kernel wrote there.")
+            report.append(_("Fix that first: other programs may have read the values your kernel wrote there."))
         for c in wrong:
             text = describe(c)
-            report.append(f"Output `{c.output}`: " + text if several else text)
-        extra = [h.message for h in hints if _hint_fires(h, results, hint_args)]
-        raise CheckFailed(f"{label}:\n" + "\n".join(report) + "".join(f"\nHint: {m}" for m in extra))
+            # TRANSLATORS: {report} is the explanation of what is wrong with that output, several lines.
+            report.append(_("Output `{output}`: {report}").format(output=c.output, report=text) if several else text)
+        # A hint's message is translated here, where the report is made: the hints of utils/ and of the notebooks
+        # are extracted into the catalogue (grader.message_catalogues) and need no marking where they are defined.
+        extra = [_(h.message) if h.message else h.message for h in hints if _hint_fires(h, results, hint_args)]
+        raise CheckFailed(_("{call}:").format(call=label) + "\n" + "\n".join(report)
+                          + "".join("\n" + _("Hint: {hint}").format(hint=m) for m in extra))
+
+
+def join_sentences(sentences: Sequence[str]) -> str:
+    """Sentences one after another: a space between them, none after a full-width full stop (Chinese)."""
+    out = ""
+    for s in sentences:
+        out += s if not out or out.endswith(("\u3002", "\uff01", "\uff1f", "\uff09")) else " " + s
+    return out
 
 
 def _as_passed(args: Sequence[object], before: Sequence[torch.Tensor | None]) -> list[object]:

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .columns import ljust, width as columns
 from .gpus import GpuSpec, spec_for
+from .i18n import _, set_language
 from .versions import VersionVerdict, check_versions
 
 
@@ -76,10 +78,12 @@ class Device:
         if self.bf16:
             return None
         if self.interpreted:
-            return ("bfloat16 skipped: Triton's interpreter keeps bfloat16 as raw 16-bit integers and computes wrong "
-                    "values with them, so bfloat16 runs only on a GPU (compute capability 8.0 or newer).")
-        return (f"bfloat16 skipped: the {self.name} (sm_{self.compute_capability[0]}{self.compute_capability[1]}) "
-                "has no bfloat16 arithmetic; it needs compute capability 8.0 or newer (an A10, A100, H100, ...).")
+            return _("bfloat16 skipped: Triton's interpreter keeps bfloat16 as raw 16-bit integers and computes wrong "
+                     "values with them, so bfloat16 runs only on a GPU (compute capability 8.0 or newer).")
+        # TRANSLATORS: {gpu} is the GPU's name ("Tesla T4"), {arch} its architecture ("sm_75").
+        return _("bfloat16 skipped: the {gpu} ({arch}) has no bfloat16 arithmetic; it needs compute capability 8.0 "
+                 "or newer (an A10, A100, H100, ...).").format(
+            gpu=self.name, arch=f"sm_{self.compute_capability[0]}{self.compute_capability[1]}")
 
     def dtypes(self, *wanted: torch.dtype) -> list[torch.dtype]:
         """``wanted`` without bfloat16 where it cannot run (a chapter's sweep over dtypes)."""
@@ -89,34 +93,38 @@ class Device:
         """Known limits of this device that change what a chapter can show."""
         out = [v.describe() for v in self.versions if not v.tested]
         if self.interpreted and torch.cuda.is_available():
-            out.append("TRITON_INTERPRET=1 is set, so kernels run in Triton's interpreter on the CPU although "
-                       "a CUDA GPU is present: problem sizes are scaled down, timings are skipped and "
-                       "bandwidth checks are not graded. Unset it and restart the kernel to use the GPU.")
+            out.append(_("TRITON_INTERPRET=1 is set, so kernels run in Triton's interpreter on the CPU although "
+                         "a CUDA GPU is present: problem sizes are scaled down, timings are skipped and "
+                         "bandwidth checks are not graded. Unset it and restart the kernel to use the GPU."))
         elif self.interpreted:
-            out.append("No CUDA GPU: kernels run in Triton's interpreter on the CPU. Problem sizes are "
-                       "scaled down, timings are skipped, and bandwidth checks are not graded here.")
+            out.append(_("No CUDA GPU: kernels run in Triton's interpreter on the CPU. Problem sizes are "
+                         "scaled down, timings are skipped, and bandwidth checks are not graded here."))
         elif self.compute_capability is not None and self.compute_capability < (8, 0):
-            out.append(f"{self.name} (sm_{self.compute_capability[0]}{self.compute_capability[1]}): "
-                       "tl.dot runs on FMA units without tensor cores, and bfloat16 is not available. Triton "
-                       "supports compute capability 8.0 and later; here every chapter runs, but without cp.async "
-                       "pipelining chapters 07, 09 and 11 reach a fraction of the speeds they quote.")
+            # TRANSLATORS: {gpu} is the GPU's name ("Tesla T4"), {arch} its architecture ("sm_75").
+            out.append(_("{gpu} ({arch}): tl.dot runs on FMA units without tensor cores, and bfloat16 is not "
+                         "available. Triton supports compute capability 8.0 and later; here every chapter runs, but "
+                         "without cp.async pipelining chapters 07, 09 and 11 reach a fraction of the speeds they "
+                         "quote.").format(gpu=self.name,
+                                          arch=f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"))
         return out
 
     def summary(self) -> str:
         """A few lines describing the environment, for the top of every notebook."""
-        rows = [("device", self.name)]
+        # TRANSLATORS: the labels of the environment summary the setup cell prints.
+        rows = [(_("device"), self.name)]
         if self.compute_capability is not None:
-            rows.append(("compute capability", "%d.%d" % self.compute_capability))
+            rows.append((_("compute capability"), "%d.%d" % self.compute_capability))
         if self.sms is not None:
-            rows.append(("SMs", str(self.sms)))
+            rows.append((_("SMs"), str(self.sms)))
         if self.peak_gbps is not None:
-            rows.append(("peak memory bandwidth", f"{self.peak_gbps:,.0f} GB/s (datasheet)"))
+            rows.append((_("peak memory bandwidth"),
+                         _("{gbps} GB/s (datasheet)").format(gbps=f"{self.peak_gbps:,.0f}")))
         rows += [("python", platform.python_version()), ("torch", torch.__version__),
                  ("triton", _triton_version()),
-                 ("mode", "Triton interpreter (CPU)" if self.interpreted else "compiled (CUDA)")]
-        width = max(len(k) for k, _ in rows)
-        lines = [f"{k:<{width}}  {v}" for k, v in rows]
-        lines += [f"NOTE: {n}" for n in self.notices()]
+                 (_("mode"), _("Triton interpreter (CPU)") if self.interpreted else _("compiled (CUDA)"))]
+        width = max(columns(k) for k, _v in rows)
+        lines = [f"{ljust(k, width)}  {v}" for k, v in rows]
+        lines += [_("NOTE: {note}").format(note=n) for n in self.notices()]
         return "\n".join(lines)
 
 
@@ -160,8 +168,11 @@ def current() -> Device:
     return _CURRENT
 
 
-def setup(seed: int = 0, quiet: bool = False) -> Device:
-    """What the first cell of every notebook calls: pick the backend, seed, print a summary."""
+def setup(seed: int = 0, quiet: bool = False, language: str | None = None) -> Device:
+    """What the first cell of every notebook calls: pick the backend, seed, the language of the helpers'
+    messages (the notebook's edition, :mod:`triton_course.i18n`), print a summary."""
+    if language is not None:
+        set_language(language)
     device = current()
     torch.manual_seed(seed)
     if not quiet:
@@ -172,5 +183,7 @@ def setup(seed: int = 0, quiet: bool = False) -> Device:
 def require_gpu(what: str) -> None:
     """Raise :class:`NoGPUError` naming ``what`` when kernels run in the interpreter."""
     if current().interpreted:
-        raise NoGPUError(f"{what} needs a CUDA GPU; this session runs Triton's interpreter on the CPU. "
-                         "In Colab: Runtime > Change runtime type > T4 GPU.")
+        # TRANSLATORS: {what} names the task, such as "Timing a kernel" (translated where it is passed). The menu
+        # path is Colab's: give its Chinese labels in parentheses.
+        raise NoGPUError(_("{what} needs a CUDA GPU; this session runs Triton's interpreter on the CPU. "
+                           "In Colab: Runtime > Change runtime type > T4 GPU.").format(what=what))

@@ -12,6 +12,8 @@ import json
 import pathlib
 from dataclasses import dataclass
 
+from .i18n import _
+
 #: The course's chapter folders, when this package is a checkout's ``utils/`` (a wheel has none).
 SOLUTIONS = pathlib.Path(__file__).resolve().parent.parent / "solutions"
 
@@ -67,8 +69,16 @@ def recorded(name: str, made_by: str | None = None) -> tuple[dict | None, str]:
     path = record_path(chapter, name)
     shown = f"solutions/{chapter}/records/{path.name}"
     if not path.exists():
-        return None, (f"no recorded figures: {shown} is not in this copy of the course"
-                      + (f"; it is made on a GPU by `{made_by}`" if made_by else ""))
+        if made_by:
+            return None, _("no recorded figures: {file} is not in this copy of the course; it is made on a GPU by "
+                           "`{command}`").format(file=shown, command=made_by)
+        return None, _("no recorded figures: {file} is not in this copy of the course").format(file=shown)
     data = json.loads(path.read_text())
     where = data.get("device", "GPU").replace("NVIDIA ", "")
-    return data, f"recorded on an {where} ({shown}, made by `{data.get('command', '?')}`)"
+    return data, recorded_on(where, shown, data.get("command", "?"))
+
+
+def recorded_on(gpu: str, file: str, command: str) -> str:
+    """The line that says where a chapter's figures come from: ``recorded on an H200 (<file>, made by `...`)``."""
+    # TRANSLATORS: {gpu} is a GPU model such as "H200", {file} a path, {command} the shell command that made it.
+    return _("recorded on an {gpu} ({file}, made by `{command}`)").format(gpu=gpu, file=file, command=command)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 from .bench import copy_bandwidth, measure_gbps
 from .checks import CheckFailed, explain_exception
 from .device import current
+from .i18n import _
 
 if TYPE_CHECKING:
     from .integrity import LaunchesPerCall
@@ -60,9 +61,10 @@ def require_launch_per_call(timed: "LaunchesPerCall", what: str) -> None:
     from .integrity import require_kernel_default
 
     if require_kernel_default() and timed.launches < timed.calls:
-        raise CheckFailed(f"{what}: while it was being timed, the function launched a Triton kernel in only "
-                          f"{timed.launches} of {timed.calls} calls. A result returned without a launch (a "
-                          "cached one, say) has no bandwidth to grade: compute it with your kernel every time.")
+        raise CheckFailed(_("{what}: while it was being timed, the function launched a Triton kernel in only "
+                            "{launches} of {calls} calls. A result returned without a launch (a cached one, say) has "
+                            "no bandwidth to grade: compute it with your kernel every time.").format(
+            what=what, launches=timed.launches, calls=timed.calls))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -130,8 +132,9 @@ class LocalTiming:
             with KernelLaunches() as launches:
                 fn(*make_inputs())
             if require_kernel_default() and launches.count == 0:
-                raise CheckFailed(f"{what}: the function launched no Triton kernel, so there is no kernel "
-                                  "bandwidth to grade (results computed by PyTorch earn no points).")
+                raise CheckFailed(_("{what}: the function launched no Triton kernel, so there is no kernel "
+                                    "bandwidth to grade (results computed by PyTorch earn no points).").format(
+                    what=what))
             if same_size_copy:
                 achieved, copy = same_size_copy_gbps(fn, make_inputs, nbytes, what)
                 return float(points), same_size_copy_verdict(achieved, copy, fraction, what, ceiling=ceiling)
@@ -174,8 +177,8 @@ def timing_of(fn: Callable[..., object]) -> Timing:
 
 def _require_reference(timing: Timing, reference: object, tolerances: object, what: str) -> None:
     if timing.checks_outputs and (reference is None or tolerances is None):
-        raise CheckFailed(f"{what}: this hidden test gives no reference to check the timed outputs with "
-                          "(a bug of the course, not of your code)")
+        raise CheckFailed(_("{what}: this hidden test gives no reference to check the timed outputs with "
+                            "(a bug of the course, not of your code)").format(what=what))
 
 
 def _correct_first(correct_first: Callable[[], object] | None, what: str) -> None:
@@ -184,8 +187,9 @@ def _correct_first(correct_first: Callable[[], object] | None, what: str) -> Non
         try:
             correct_first()
         except CheckFailed as exc:
-            raise CheckFailed(f"{what}: bandwidth is graded only for a correct kernel, and this one "
-                              f"is not:\n{exc}") from None
+            # TRANSLATORS: {report} is the self-check's report of what is wrong, several lines.
+            raise CheckFailed(_("{what}: bandwidth is graded only for a correct kernel, and this one is "
+                                "not:\n{report}").format(what=what, report=exc)) from None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -201,18 +205,23 @@ def at_gpu_sizes(check: Callable[[], object], *, points: float, what: str) -> fl
     expression of a graded cell is its score: a hidden test ends with ``at_gpu_sizes(...)``."""
     __tracebackhide__ = True
     if current().interpreted:
-        print(f"{NOT_GRADED}: {what} runs sizes that only a CUDA GPU runs in reasonable time, and this run used "
-              f"Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; the instructor "
-              "grades it on a GPU.")
+        # TRANSLATORS: {not_graded} is "NOT GRADED", which the grader looks for at the start of the line: keep it
+        # first and untranslated. {what} names the check, as the notebook gives it.
+        print(_("{not_graded}: {what} runs sizes that only a CUDA GPU runs in reasonable time, and this run used "
+                "Triton's interpreter on the CPU. 0 of {points} points are awarded for it here; the instructor "
+                "grades it on a GPU.").format(not_graded=NOT_GRADED, what=what, points=f"{points:g}"))
         return 0.0
     with quiet_stderr():
         check()
-    print(f"{what}: correct at every size.")
+    print(_("{what}: correct at every size.").format(what=what))
     return float(points)
 
 
 def _not_graded_here(points: float, what: str, why: str) -> float:
-    print(f"{NOT_GRADED}: {why} 0 of {points:g} points are awarded for {what} here; the instructor grades it on a GPU.")
+    # TRANSLATORS: {not_graded} is "NOT GRADED", which the grader looks for at the start of the line: keep it first
+    # and untranslated. {why} is a sentence saying why the check cannot run here.
+    print(_("{not_graded}: {why} 0 of {points} points are awarded for {what} here; the instructor grades it on a "
+            "GPU.").format(not_graded=NOT_GRADED, why=why, points=f"{points:g}", what=what))
     return 0.0
 
 
@@ -237,8 +246,8 @@ def throughput_points(fn: Callable[..., object], baseline: Callable[..., object]
     # the course's own tests run the judge's protocol under the interpreter
     protocol_only = dev.interpreted and timing.protocol_only
     if dev.interpreted and not protocol_only:
-        return _not_graded_here(points, what, f"the speed of {what} can only be measured on a CUDA GPU, and this "
-                                "run used Triton's interpreter on the CPU.")
+        return _not_graded_here(points, what, _("the speed of {what} can only be measured on a CUDA GPU, and this "
+                                                "run used Triton's interpreter on the CPU.").format(what=what))
     _require_reference(timing, reference, tolerances, what)
     if not dev.interpreted and not_here:
         return _not_graded_here(points, what, not_here)
@@ -246,12 +255,33 @@ def throughput_points(fn: Callable[..., object], baseline: Callable[..., object]
     ours_ms, theirs_ms = timing.against_baseline(baseline, make_inputs, fraction=fraction, what=what,
                                                  reference=reference, tolerances=tolerances)
     ours, theirs = work / (ours_ms * 1e-3) / per_unit, work / (theirs_ms * 1e-3) / per_unit
-    verdict = (f"{what}: {ours:,.1f} {unit} = {ours / theirs:.0%} of {baseline_name} ({theirs:,.1f} {unit}); "
-               f"target {fraction:.0%}")
+    verdict = throughput_verdict(what, ours, theirs, fraction, baseline_name, unit)
     if ours < fraction * theirs:
-        raise CheckFailed(verdict + (". " + advice if advice else ""))
-    print(verdict + ": passed")
+        # TRANSLATORS: {verdict} is a speed check's verdict line; {advice} what to look at, as the notebook gives it.
+        raise CheckFailed(_("{verdict}. {advice}").format(verdict=verdict, advice=advice) if advice else verdict)
+    print(passed(verdict))
     return float(points)
+
+
+def throughput_verdict(what: str, ours: float, theirs: float, fraction: float, baseline_name: str,
+                       unit: str = "TFLOP/s") -> str:
+    """The verdict line of a speed check against a baseline (``ours`` and ``theirs`` in ``unit``), before its end:
+    ``add: 1.0 TFLOP/s = 50% of torch (2.0 TFLOP/s); target 80%``."""
+    # TRANSLATORS: a speed check's verdict; {ratio} and {target} are percentages ("50%"), {baseline} a library
+    # ("cuBLAS", "torch"), {unit} "TFLOP/s". grader/report.py reads the English line only.
+    return _("{what}: {ours} {unit} = {ratio} of {baseline} ({theirs} {unit}); target {target}").format(
+        what=what, ours=f"{ours:,.1f}", unit=unit, ratio=f"{ours / theirs:.0%}", baseline=baseline_name,
+        theirs=f"{theirs:,.1f}", target=f"{fraction:.0%}")
+
+
+def passed(verdict: str) -> str:
+    """A verdict line that reached its target."""
+    return _("{verdict}: passed").format(verdict=verdict)
+
+
+def _too_slow(verdict: str) -> str:
+    return _("{verdict}. Count the bytes your kernel moves: is anything read or written twice, or are the blocks "
+             "too small to keep the memory system busy?").format(verdict=verdict)
 
 
 def timed_gbps(fn: Callable[..., object], make_inputs: Callable[[], Sequence[object]], nbytes: int,
@@ -290,9 +320,11 @@ def bandwidth_points(fn: Callable[..., object], make_inputs: Callable[[], Sequen
     timing = timing_of(fn)
     interpreted = current().interpreted
     if interpreted and not timing.protocol_only:
-        print(f"{NOT_GRADED}: the bandwidth of {what} can only be measured on a CUDA GPU, and this run "
-              f"used Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; "
-              "the instructor grades it on a GPU.")
+        # TRANSLATORS: {not_graded} is "NOT GRADED", which the grader looks for at the start of the line: keep it
+        # first and untranslated.
+        print(_("{not_graded}: the bandwidth of {what} can only be measured on a CUDA GPU, and this run used "
+                "Triton's interpreter on the CPU. 0 of {points} points are awarded for it here; the instructor "
+                "grades it on a GPU.").format(not_graded=NOT_GRADED, what=what, points=f"{points:g}"))
         return 0.0
     _require_reference(timing, reference, tolerances, what)
     with timing.quiet():
@@ -339,10 +371,11 @@ IMPLAUSIBLE_OVER_COPY = 1.5
 
 def _implausible(verdict: str, achieved: float, copy: float) -> None:
     if achieved > IMPLAUSIBLE_OVER_COPY * copy:
-        raise CheckFailed(verdict + f": faster than this GPU can move those bytes (more than {IMPLAUSIBLE_OVER_COPY:g} "
-                          "times its copy bandwidth). The timed loop did not do the work it is credited with (were the "
-                          "outputs computed before the timing, on another stream or thread?): no points, and the "
-                          "submission is flagged for the instructor.")
+        raise CheckFailed(_("{verdict}: faster than this GPU can move those bytes (more than {factor} times its copy "
+                            "bandwidth). The timed loop did not do the work it is credited with (were the outputs "
+                            "computed before the timing, on another stream or thread?): no points, and the "
+                            "submission is flagged for the instructor.").format(
+            verdict=verdict, factor=f"{IMPLAUSIBLE_OVER_COPY:g}"))
 
 
 def same_size_copy_verdict(achieved: float, copy: float, fraction: float, what: str, on_gpu: bool = True,
@@ -351,14 +384,16 @@ def same_size_copy_verdict(achieved: float, copy: float, fraction: float, what: 
     (``on_gpu``: timed on a GPU, not by the interpreter's host clock) above what any kernel can reach
     (:data:`IMPLAUSIBLE_OVER_COPY` times the faster of the same-size copy and ``ceiling``, the GPU's copy
     bandwidth measured once: a same-size copy that happened to run slow never makes honest work implausible)."""
-    verdict = (f"{what}: {achieved:,.0f} GB/s = {achieved / copy:.0%} of a copy of the same size (as many bytes), "
-               f"timed in the same rounds ({copy:,.0f} GB/s); target {fraction:.0%}")
+    # TRANSLATORS: {ratio} and {target} are percentages ("90%"). grader/report.py reads the English line only.
+    verdict = _("{what}: {achieved} GB/s = {ratio} of a copy of the same size (as many bytes), timed in the same "
+                "rounds ({copy} GB/s); target {target}").format(
+        what=what, achieved=f"{achieved:,.0f}", ratio=f"{achieved / copy:.0%}", copy=f"{copy:,.0f}",
+        target=f"{fraction:.0%}")
     if on_gpu:
         _implausible(verdict, achieved, max(copy, ceiling))
     if achieved < fraction * copy:
-        raise CheckFailed(verdict + ". Count the bytes your kernel moves: is anything read or written "
-                          "twice, or are the blocks too small to keep the memory system busy?")
-    return verdict + ": passed"
+        raise CheckFailed(_too_slow(verdict))
+    return passed(verdict)
 
 
 def bandwidth_verdict(achieved: float, fraction: float, ceiling: float, what: str, on_gpu: bool = True) -> str:
@@ -366,11 +401,12 @@ def bandwidth_verdict(achieved: float, fraction: float, ceiling: float, what: st
     or (``on_gpu``: timed on a GPU against its measured copy bandwidth) above what any kernel can reach
     (:data:`IMPLAUSIBLE_OVER_COPY`)."""
     target = fraction * ceiling
-    verdict = (f"{what}: {achieved:,.0f} GB/s; target {fraction:.0%} of this GPU's copy bandwidth "
-               f"({ceiling:,.0f} GB/s) = {target:,.0f} GB/s")
+    # TRANSLATORS: {percent} is a percentage ("80%"). grader/report.py reads the English line only.
+    verdict = _("{what}: {achieved} GB/s; target {percent} of this GPU's copy bandwidth ({ceiling} GB/s) = "
+                "{target} GB/s").format(what=what, achieved=f"{achieved:,.0f}", percent=f"{fraction:.0%}",
+                                        ceiling=f"{ceiling:,.0f}", target=f"{target:,.0f}")
     if on_gpu:
         _implausible(verdict, achieved, ceiling)
     if achieved < target:
-        raise CheckFailed(verdict + ". Count the bytes your kernel moves: is anything read or written "
-                          "twice, or are the blocks too small to keep the memory system busy?")
-    return verdict + ": passed"
+        raise CheckFailed(_too_slow(verdict))
+    return passed(verdict)

@@ -16,29 +16,48 @@ from functools import lru_cache
 
 import torch
 
+from .i18n import N_, _
+
 
 @dataclass(frozen=True)
 class Level:
-    """One level of the ladder as documented: capacity and, where documented, bandwidth."""
+    """One level of the ladder as documented: capacity and, where documented, bandwidth. The fields hold the English
+    as written here; ``name``, ``capacity``, ``bandwidth`` and ``source`` give it in the current language."""
 
-    name: str
-    capacity: str
-    bandwidth: str
-    source: str
+    name_en: str
+    capacity_en: str
+    bandwidth_en: str
+    source_en: str
+
+    @property
+    def name(self) -> str:
+        return _(self.name_en)
+
+    @property
+    def capacity(self) -> str:
+        return _(self.capacity_en)
+
+    @property
+    def bandwidth(self) -> str:
+        return _(self.bandwidth_en)
+
+    @property
+    def source(self) -> str:
+        return _(self.source_en)
 
 
 #: The H200 as NVIDIA documents it (the H200 uses the GH100 chip of the H100 SXM, with HBM3e).
 H200_DOCUMENTED: tuple[Level, ...] = (
-    Level("registers", "256 KB per SM (65,536 x 32 bit), 33 MB over 132 SMs",
-          "operands of every instruction, every cycle (not a figure NVIDIA quotes)",
-          "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022)"),
-    Level("shared memory / L1", "256 KB per SM (up to 228 KB of it as shared memory)",
-          "32 banks x 4 bytes per SM per clock: about 33 TB/s over 132 SMs at 1.98 GHz",
-          "H100 whitepaper; banks from the CUDA C++ Programming Guide"),
-    Level("L2", "50 MB on the H100 (the H200's driver reports 60 MiB)",
-          "not quoted by NVIDIA: measured below",
-          "H100 whitepaper; solutions/01_gpu_model/records/01_gpu_model.json for the H200"),
-    Level("HBM3e", "141 GB", "4.8 TB/s", "NVIDIA H200 datasheet"),
+    Level(N_("registers"), N_("256 KB per SM (65,536 x 32 bit), 33 MB over 132 SMs"),
+          N_("operands of every instruction, every cycle (not a figure NVIDIA quotes)"),
+          N_("NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022)")),
+    Level(N_("shared memory / L1"), N_("256 KB per SM (up to 228 KB of it as shared memory)"),
+          N_("32 banks x 4 bytes per SM per clock: about 33 TB/s over 132 SMs at 1.98 GHz"),
+          N_("H100 whitepaper; banks from the CUDA C++ Programming Guide")),
+    Level("L2", N_("50 MB on the H100 (the H200's driver reports 60 MiB)"),
+          N_("not quoted by NVIDIA: measured below"),
+          N_("H100 whitepaper; solutions/01_gpu_model/records/01_gpu_model.json for the H200")),
+    Level("HBM3e", "141 GB", "4.8 TB/s", N_("NVIDIA H200 datasheet")),
 )
 
 
@@ -103,6 +122,6 @@ def working_set_sweep(set_bytes: list[int], on_gpu: bool) -> list[float]:
     On a GPU each figure is the median of 5 launches of a kernel that copies the buffer repeatedly, about
     2 GB of traffic per launch; on the CPU, the median of 5 host-clock readings of ``torch`` copies."""
     if any(b < 8 for b in set_bytes):
-        raise ValueError(f"working sets must be at least 8 bytes, got {set_bytes}")
+        raise ValueError(_("working sets must be at least 8 bytes, got {sizes}").format(sizes=set_bytes))
     measure = _gpu_copy_gbps if on_gpu else _cpu_copy_gbps
     return [measure(b) for b in set_bytes]

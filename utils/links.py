@@ -13,6 +13,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .i18n import EDITIONS, SOURCE_LANGUAGE, normalise
+
 CONFIG_NAME = "course.toml"
 
 class ConfigError(ValueError):
@@ -30,6 +32,7 @@ class CourseConfig:
     import_name: str         # what notebooks import
     instructor_package: str  # the pip name of the instructor wheel
     mirror: str              # a package-index mirror to suggest when the default index is unreachable
+    modelscope_edition: str = SOURCE_LANGUAGE  # the edition ModelScope's setup line opens ([editions])
     chapters: dict[str, str] = field(default_factory=dict)   # assignment id -> title, in course order
 
     @property
@@ -70,6 +73,15 @@ def _chapters(path: Path, data: dict) -> dict[str, str]:
     return {chapter: title.strip() for chapter, title in table.items()}
 
 
+def _edition(path: Path, data: dict, platform: str) -> str:
+    """The edition ``[editions] <platform>`` names (English when the table or key is absent)."""
+    value = data.get("editions", {}).get(platform, SOURCE_LANGUAGE)
+    try:
+        return normalise(value)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: [editions] {platform}: {exc}") from None
+
+
 def read_config(path: Path | None = None) -> CourseConfig:
     """Parse ``course.toml`` (by default the one :func:`config_path` finds); a clear error names what is wrong."""
     path = path or config_path()
@@ -89,7 +101,8 @@ def read_config(path: Path | None = None) -> CourseConfig:
                           student_package=setting("packages", "student"),
                           import_name=setting("packages", "import_name"),
                           instructor_package=setting("packages", "instructor"),
-                          mirror=setting("install", "mirror"), chapters=_chapters(path, data))
+                          mirror=setting("install", "mirror"), chapters=_chapters(path, data),
+                          modelscope_edition=_edition(path, data, "modelscope"))
     if not config.import_name.isidentifier():
         raise ConfigError(f"{path}: [packages] import_name must be a Python identifier, not {config.import_name!r}")
     config.github_repo  # noqa: B018 -- validates the URL
@@ -105,28 +118,31 @@ GITHUB_REPO = CONFIG.github_repo
 BRANCH = CONFIG.branch
 
 
-def notebook_path(assignment: str) -> str:
-    """The student notebook of a chapter, relative to the repository root."""
-    return f"notebooks/{assignment}/{assignment}.ipynb"
+def notebook_path(assignment: str, language: str = SOURCE_LANGUAGE) -> str:
+    """The student notebook of a chapter in the edition of ``language``, relative to the repository root:
+    ``notebooks/<id>/<id>.ipynb``, the Chinese edition ``notebooks/zh/<id>/<id>.ipynb``."""
+    folder = EDITIONS[normalise(language)]
+    return f"notebooks/{folder + '/' if folder else ''}{assignment}/{assignment}.ipynb"
 
 
-def colab_url(assignment: str, config: CourseConfig = CONFIG) -> str:
+def colab_url(assignment: str, config: CourseConfig = CONFIG, language: str = SOURCE_LANGUAGE) -> str:
     return (f"https://colab.research.google.com/github/{config.github_repo}/blob/{config.branch}/"
-            f"{notebook_path(assignment)}")
+            f"{notebook_path(assignment, language)}")
 
 
-def modelscope_url(assignment: str) -> str:
+def modelscope_url(assignment: str, language: str = SOURCE_LANGUAGE) -> str:
     """ModelScope opens notebooks from its own instances: the link starts one (CPU or A10), the notebook's
     setup cell installs the helpers into it; the fragment names the notebook to open."""
-    return f"https://modelscope.cn/my/mynotebook/preset#{notebook_path(assignment)}"
+    return f"https://modelscope.cn/my/mynotebook/preset#{notebook_path(assignment, language)}"
 
 
-def badges(assignment: str, config: CourseConfig = CONFIG) -> str:
-    """The markdown line of badges that heads a chapter notebook and its README row."""
+def badges(assignment: str, config: CourseConfig = CONFIG, language: str = SOURCE_LANGUAGE) -> str:
+    """The markdown line of badges that heads a chapter notebook (of the edition of ``language``) and its
+    README row."""
     return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
-            f"({colab_url(assignment, config)}) "
+            f"({colab_url(assignment, config, language)}) "
             f"[![Open in ModelScope](https://img.shields.io/badge/Open%20in-ModelScope-624aff)]"
-            f"({modelscope_url(assignment)})")
+            f"({modelscope_url(assignment, language)})")
 
 
 def copy_helpers(dest: Path) -> Path:
@@ -150,15 +166,16 @@ NOTEBOOKS_FOLDER = "course-notebooks"
 
 def copy_notebooks(dest: Path) -> list[Path]:
     """Copy the student notebooks that come with these helpers (inside the package of a wheel, or a
-    checkout's ``notebooks/``) into ``dest/<chapter>/``; return the files written. A file that is already
+    checkout's ``notebooks/``) into ``dest/<chapter>/``, and each other edition into ``dest/<edition>/<chapter>/``
+    (the Chinese one into ``dest/zh/``); return the files written. A file that is already
     there is kept: a student's work is never overwritten."""
     here = Path(__file__).resolve().parent
     source = next((f for f in (here / "notebooks", here.parent / "notebooks") if f.is_dir()), None)
     if source is None:
         raise FileNotFoundError(f"no notebooks next to {here}: install the student package with pip")
     written = []
-    for notebook in sorted(source.glob("*/*.ipynb")):
-        target = dest / notebook.parent.name / notebook.name
+    for notebook in sorted(p for p in source.rglob("*.ipynb") if p.stem == p.parent.name):   # every edition
+        target = dest / notebook.relative_to(source)
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(notebook, target)
@@ -182,5 +199,6 @@ def notebooks_main(argv: list[str] | None = None) -> int:
         print(f"could not copy the notebooks: {exc}", file=sys.stderr)
         return 1
     print(f"{len(written)} notebook(s) copied into {dest}" + ("" if written else " (all were there already)"))
-    print(f"open one with Jupyter (for example {dest / '03_vector_add' / '03_vector_add.ipynb'}) and run its first cell")
+    print(f"open one with Jupyter (for example {dest / '03_vector_add' / '03_vector_add.ipynb'}, or its Chinese "
+          f"edition {dest / 'zh' / '03_vector_add' / '03_vector_add.ipynb'}) and run its first cell")
     return 0

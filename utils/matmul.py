@@ -42,8 +42,9 @@ import torch
 from .bench import Sweep, flops_sweep, steady_rounds, time_ms  # noqa: F401 -- re-exported for chapter 07
 from .checks import CheckFailed, Comparison, Hint, explain_exception
 from .device import current
-from .gpus import recorded
-from .grading import NOT_GRADED, quiet_stderr, require_launch_per_call
+from .gpus import recorded, recorded_on
+from .grading import NOT_GRADED, passed, quiet_stderr, require_launch_per_call, throughput_verdict
+from .i18n import _
 from .plots import plot_sweep
 
 
@@ -102,17 +103,22 @@ def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
     else:
         on_cpu = False
     if dev.interpreted and not on_cpu:
-        print(f"{NOT_GRADED}: the speed of {what} can only be measured on a CUDA GPU, and this run used "
-              f"Triton's interpreter on the CPU. 0 of {points:g} points are awarded for it here; the "
-              "instructor grades it on a GPU.")
+        # TRANSLATORS: {not_graded} is "NOT GRADED", which the grader looks for at the start of the line: keep it
+        # first and untranslated.
+        print(_("{not_graded}: the speed of {what} can only be measured on a CUDA GPU, and this run used "
+                "Triton's interpreter on the CPU. 0 of {points} points are awarded for it here; the "
+                "instructor grades it on a GPU.").format(not_graded=NOT_GRADED, what=what, points=f"{points:g}"))
         return 0.0
     if remote and (reference is None or tolerances is None):
-        raise CheckFailed(f"{what}: this hidden test gives no reference to check the timed outputs with "
-                          "(a bug of the course, not of your code)")
+        raise CheckFailed(_("{what}: this hidden test gives no reference to check the timed outputs with "
+                            "(a bug of the course, not of your code)").format(what=what))
     if not dev.interpreted and not dot_uses_tensor_cores():
-        print(f"{NOT_GRADED}: on {dev.name} tl.dot runs on FMA units (no tensor cores with current Triton) "
-              f"while {baseline_name} uses tensor cores, so {what} is not compared with it here. 0 of "
-              f"{points:g} points are awarded on this GPU; the instructor grades it on an sm_80 or newer GPU.")
+        # TRANSLATORS: {not_graded} is "NOT GRADED": keep it first and untranslated. {gpu} is the GPU's name,
+        # {baseline} a library ("cuBLAS").
+        print(_("{not_graded}: on {gpu} tl.dot runs on FMA units (no tensor cores with current Triton) while "
+                "{baseline} uses tensor cores, so {what} is not compared with it here. 0 of {points} points are "
+                "awarded on this GPU; the instructor grades it on an sm_80 or newer GPU.").format(
+            not_graded=NOT_GRADED, gpu=dev.name, baseline=baseline_name, what=what, points=f"{points:g}"))
         return 0.0
     if remote:
         ours, theirs = _remote_tflops(fn, baseline, make_inputs, flops, fraction=0.0 if on_cpu else fraction,
@@ -129,13 +135,12 @@ def tflops_points(fn: Callable[..., object], baseline: Callable[..., object],
             except Exception as exc:
                 raise CheckFailed(explain_exception(exc, what)) from None
             require_launch_per_call(timed, what)
-    verdict = (f"{what}: {ours:,.1f} TFLOP/s = {ours / theirs:.0%} of {baseline_name} ({theirs:,.1f} TFLOP/s); "
-               f"target {fraction:.0%}")
+    verdict = throughput_verdict(what, ours, theirs, fraction, baseline_name, "TFLOP/s")
     if ours < fraction * theirs:
-        raise CheckFailed(verdict + ". Does the launcher take launch_config's tiles, warps and stages (at "
-                          "least 64x64 tiles for tensor cores, num_stages 3-4 for pipelining), is the "
-                          "accumulator float32, and does the kernel follow GROUP_M's grouped order?")
-    print(verdict + ": passed")
+        raise CheckFailed(_("{verdict}. Does the launcher take launch_config's tiles, warps and stages (at least "
+                            "64x64 tiles for tensor cores, num_stages 3-4 for pipelining), is the accumulator float32, "
+                            "and does the kernel follow GROUP_M's grouped order?").format(verdict=verdict))
+    print(passed(verdict))
     return float(points)
 
 
@@ -373,7 +378,7 @@ def launch_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16, *,
     else:
         shared_memory = shared_memory or shared_memory_per_program(tuple(compute_capability))
         if sms is None:
-            raise ValueError("launch_config for another GPU than this process's needs its SM count (sms)")
+            raise ValueError(_("launch_config for another GPU than this process's needs its SM count (sms)"))
     return dict(_tensor_core_launch(m, n, dtype.itemsize, sms, shared_memory))
 
 
@@ -391,7 +396,8 @@ def _tensor_core_launch(m: int, n: int, element_size: int, sms: int, shared_memo
         if 2 * -(-m // block_m) * -(-n // block_n) >= sms:
             break
     if fitting is None:
-        raise ValueError(f"no tile of {TENSOR_CORE_TILES} fits {MIN_STAGES} stages in {shared_memory} bytes")
+        raise ValueError(_("no tile of {tiles} fits {stages} stages in {bytes} bytes").format(
+            tiles=TENSOR_CORE_TILES, stages=MIN_STAGES, bytes=shared_memory))
     return tuple(fitting.items())
 
 
@@ -436,8 +442,12 @@ def programs_per_wave(kernel=None, a: torch.Tensor | None = None, b: torch.Tenso
         if kernel is not None:
             from .occupancy import driver_active_blocks
             per_sm = driver_active_blocks(_launch(kernel, a, b, programs=1, **meta)[1]) or 1
-        what = f"{per_sm} program(s) of this launch per SM" if kernel is not None else "one program per SM"
-        return sms * per_sm, f"{props.name}: {sms} SMs x {what} = {sms * per_sm} programs per wave"
+        if kernel is not None:
+            return sms * per_sm, _("{gpu}: {sms} SMs x {per_sm} program(s) of this launch per SM = {programs} "
+                                   "programs per wave").format(gpu=props.name, sms=sms, per_sm=per_sm,
+                                                               programs=sms * per_sm)
+        return sms * per_sm, _("{gpu}: {sms} SMs x one program per SM = {programs} programs per wave").format(
+            gpu=props.name, sms=sms, programs=sms * per_sm)
     return _recorded_wave(meta)
 
 
@@ -445,17 +455,19 @@ def _recorded_wave(meta: dict) -> tuple[int, str]:
     """The wave of :func:`programs_per_wave` without a GPU: the recorded GPU's SM count times the programs per
     SM the driver gave there for the same tile, stages and warps (one, if that tile was not recorded)."""
     from .gpus import GPU_SPECS, spec_for
-    data, _ = recorded("01_gpu_model")
+    data, _source = recorded("01_gpu_model")
     spec = spec_for((data or {}).get("device", "")) or GPU_SPECS["H200"]
     path = "solutions/01_gpu_model/records/01_gpu_model.json"
-    source = path if data else f"its datasheet ({path} is not here)"
+    source = path if data else _("its datasheet ({file} is not here)").format(file=path)
     name = (f"tile_matmul {meta.get('BLOCK_M')}x{meta.get('BLOCK_N')}x{meta.get('BLOCK_K')} "
             f"stages={meta.get('num_stages')}")
     per_sm = next((k["driver_active_blocks"] for k in (data or {}).get("kernels", [])
                    if k["kernel"] == name and k["num_warps"] == meta.get("num_warps")), 1)
-    return spec.sms * per_sm, (f"no GPU: Triton's interpreter has no SM count, so this assumes the {spec.name} of "
-                               f"{source}, {spec.sms} SMs x {per_sm} program(s) per SM = "
-                               f"{spec.sms * per_sm} programs per wave")
+    # TRANSLATORS: {source} is a file's path, or "its datasheet (... is not here)".
+    return spec.sms * per_sm, _("no GPU: Triton's interpreter has no SM count, so this assumes the {gpu} of "
+                                "{source}, {sms} SMs x {per_sm} program(s) per SM = {programs} programs per "
+                                "wave").format(gpu=spec.name, source=source, sms=spec.sms, per_sm=per_sm,
+                                               programs=spec.sms * per_sm)
 
 
 def tile_map(c: torch.Tensor, block_m: int, block_n: int) -> list[str]:
@@ -507,9 +519,14 @@ class CompileReport:
                    if op.startswith("cp.async.bulk.tensor") and ".global.shared" in op)
 
     def summary(self) -> str:
-        return (f"sm_{self.arch}: {self.async_copies:>3} cp.async of 16 B, {self.two_byte_loads:>3} ld.global of 2 B, "
-                f"{self.count('st.global.v4'):>3} 16-byte stores, {self.count('st.global.b16'):>3} 2-byte stores, "
-                f"{self.tensor_core_ops:>3} tensor-core ops, {self.shared_bytes // 1024:>3} KB shared memory")
+        # TRANSLATORS: one line of the compiler's report; each count is right-aligned in 3 columns.
+        return _("sm_{arch}: {async_copies} cp.async of 16 B, {loads} ld.global of 2 B, {wide_stores} 16-byte "
+                 "stores, {narrow_stores} 2-byte stores, {tensor_core_ops} tensor-core ops, {shared_kb} KB shared "
+                 "memory").format(arch=self.arch, async_copies=f"{self.async_copies:>3}",
+                                  loads=f"{self.two_byte_loads:>3}", wide_stores=f"{self.count('st.global.v4'):>3}",
+                                  narrow_stores=f"{self.count('st.global.b16'):>3}",
+                                  tensor_core_ops=f"{self.tensor_core_ops:>3}",
+                                  shared_kb=f"{self.shared_bytes // 1024:>3}")
 
 
 _TRITON_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
@@ -638,7 +655,9 @@ def _run_compile_driver(kernel, jobs: list[dict]) -> list[CompileReport]:
         {"name": name, "source": source, "cases": jobs}), capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.strip().splitlines() if line.strip()][-6:]
-        raise CheckFailed(f"compiling {name} for the report failed:\n  " + "\n  ".join(lines))
+        # TRANSLATORS: {error} is the last lines of the compiler's own message, indented.
+        raise CheckFailed(_("compiling {kernel} for the report failed:\n  {error}").format(
+            kernel=name, error="\n  ".join(lines)))
     return [CompileReport(job["arch"], Counter(r["ops"]), r["shared"], r["layouts"], r.get("regs"), r.get("stack"))
             for job, r in zip(jobs, json.loads(proc.stdout.strip().splitlines()[-1]))]
 
@@ -719,11 +738,11 @@ def kernel_table(fn: Callable[..., object], *args: object, calls: int = 3) -> li
 
     from .device import require_gpu
 
-    require_gpu("Profiling kernels")
+    require_gpu(_("Profiling kernels"))
     fn(*args)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
+        for _call in range(calls):
             fn(*args)
         torch.cuda.synchronize()
     rows = []
@@ -742,27 +761,33 @@ def kernel_table(fn: Callable[..., object], *args: object, calls: int = 3) -> li
 #: names (sm90_xmma_..., nvjet_...) are not documented; where they use the same tokens, reading them the
 #: same way is an analogy, not a specification.
 NAME_TOKENS: list[tuple[str, Callable[[re.Match], str]]] = [
-    (r"^triton_tem_", lambda m: "torch.compile (Inductor): a Triton template kernel (its matmul template); "
-                                "the words after 'fused_' name the operations fused into it"),
-    (r"^triton_poi_", lambda m: "torch.compile (Inductor): a generated Triton pointwise kernel"),
-    (r"^triton_(?:red|per)_", lambda m: "torch.compile (Inductor): a generated Triton reduction kernel"),
-    (r"^nvjet", lambda m: "cuBLAS (CUDA 12.8 and newer): one of its 'nvjet' GEMM kernels; the name format "
-                          "is not documented"),
-    (r"xmma", lambda m: "cuBLAS: an NVIDIA-internal tensor-core GEMM kernel; the name format is not documented"),
-    (r"^cutlass", lambda m: "CUTLASS: named by the documented CUTLASS convention"),
-    (r"at::native::.*elementwise", lambda m: "PyTorch's own CUDA kernel for an element-wise operation "
-                                              "(here the ReLU, as clamp_min)"),
-    (r"sm_?(\d)(\d{1,2})(?!\d)", lambda m: f"built for compute capability {m[1]}.{m[2]} (sm_{m[1]}{m[2]})"),
-    (r"tf32|bf16|f16|f32|e4m3|e5m2", lambda m: "data types, in order: "
-     + " ".join(re.findall(r"tf32|bf16|f16|f32|e4m3|e5m2", m.string))),
-    (r"(?<![\dx])(\d+)x(\d+)x(\d+)(?![\dx])", lambda m: f"a tile of {m[1]} x {m[2]} x {m[3]}: "
-                                                        "CUTLASS writes its thread-block tile M x N x K this way"),
-    (r"_(\d{2,3})x(\d{2,3})_", lambda m: f"a tile {m[1]} x {m[2]} (M x N, by analogy with CUTLASS's tile)"),
+    (r"^triton_tem_", lambda m: _("torch.compile (Inductor): a Triton template kernel (its matmul template); "
+                                  "the words after 'fused_' name the operations fused into it")),
+    (r"^triton_poi_", lambda m: _("torch.compile (Inductor): a generated Triton pointwise kernel")),
+    (r"^triton_(?:red|per)_", lambda m: _("torch.compile (Inductor): a generated Triton reduction kernel")),
+    (r"^nvjet", lambda m: _("cuBLAS (CUDA 12.8 and newer): one of its 'nvjet' GEMM kernels; the name format "
+                            "is not documented")),
+    (r"xmma", lambda m: _("cuBLAS: an NVIDIA-internal tensor-core GEMM kernel; the name format is not documented")),
+    (r"^cutlass", lambda m: _("CUTLASS: named by the documented CUTLASS convention")),
+    (r"at::native::.*elementwise", lambda m: _("PyTorch's own CUDA kernel for an element-wise operation "
+                                                "(here the ReLU, as clamp_min)")),
+    # TRANSLATORS: {major}.{minor} is a compute capability such as 9.0.
+    (r"sm_?(\d)(\d{1,2})(?!\d)", lambda m: _("built for compute capability {major}.{minor} "
+                                              "(sm_{major}{minor})").format(major=m[1], minor=m[2])),
+    # TRANSLATORS: {dtypes} lists the data-type tokens of a kernel name, such as "f16 f16 f32".
+    (r"tf32|bf16|f16|f32|e4m3|e5m2", lambda m: _("data types, in order: {dtypes}").format(
+        dtypes=" ".join(re.findall(r"tf32|bf16|f16|f32|e4m3|e5m2", m.string)))),
+    (r"(?<![\dx])(\d+)x(\d+)x(\d+)(?![\dx])", lambda m: _("a tile of {m} x {n} x {k}: CUTLASS writes its "
+                                                          "thread-block tile M x N x K this way").format(
+        m=m[1], n=m[2], k=m[3])),
+    (r"_(\d{2,3})x(\d{2,3})_", lambda m: _("a tile {m} x {n} (M x N, by analogy with CUTLASS's tile)").format(
+        m=m[1], n=m[2])),
+    # TRANSLATORS: {layouts} is a token such as "tn"; n and t stay as they are.
     (r"_(tn|nt|nn|tt|ntn|tnn|nnn|ttn|tnt|nnt|NN|NT|TN|TT|NNT|NTN|TNT|TTN)(?=_|$)",
-     lambda m: f"operand layouts {m[1]}: n = column-major, t = row-major, as column-major BLAS sees them "
-               "(a row-major PyTorch matrix is a transposed column-major one)"),
-    (r"warpspecialized|coop|pingpong", lambda m: "a Hopper schedule: warp-specialised warps that load while "
-                                                 "others compute (cooperative or ping-pong)"),
+     lambda m: _("operand layouts {layouts}: n = column-major, t = row-major, as column-major BLAS sees them "
+                 "(a row-major PyTorch matrix is a transposed column-major one)").format(layouts=m[1])),
+    (r"warpspecialized|coop|pingpong", lambda m: _("a Hopper schedule: warp-specialised warps that load while "
+                                                   "others compute (cooperative or ping-pong)")),
 ]
 
 
@@ -789,11 +814,11 @@ def _recorded_07(file: str, made_by: str) -> tuple[dict | None, str]:
     path = record_path("07_matmul_relu", file.removesuffix(".json"))
     shown = f"solutions/07_matmul_relu/records/{path.name}"
     if not path.exists():
-        return None, (f"no recorded figures: {shown} is not in this copy of the course; it is made on a GPU by "
-                      f"`{made_by}`")
+        return None, _("no recorded figures: {file} is not in this copy of the course; it is made on a GPU by "
+                       "`{command}`").format(file=shown, command=made_by)
     data = json.loads(path.read_text())
     where = data.get("device", "GPU").replace("NVIDIA ", "")
-    return data, f"recorded on an {where} ({shown}, made by `{data.get('command', '?')}`)"
+    return data, recorded_on(where, shown, data.get("command", "?"))
 
 
 def recorded_sweep() -> tuple[dict | None, str]:

@@ -32,6 +32,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .device import current
+from .i18n import _
 from .inputs import BadInputError, expect
 from .matmul import dot_uses_tensor_cores
 from .versions import gluon_ready
@@ -744,7 +745,8 @@ class FastMatmulRelu:
         expect("a", a, dtypes=tuple(device.dtypes(torch.float16, torch.bfloat16)), ndim=2)
         expect("b", b, dtypes=(a.dtype,), ndim=2)
         if a.shape[1] != b.shape[0]:
-            raise BadInputError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a.shape[1] must equal b.shape[0]")
+            raise BadInputError(_("a is {a_shape} and b is {b_shape}: a.shape[1] must equal b.shape[0]").format(
+                a_shape=tuple(a.shape), b_shape=tuple(b.shape)))
         (M, K), N = a.shape, b.shape[1]
         c = torch.empty((M, N), device=a.device, dtype=a.dtype)
         sa, sb = a.stride(), b.stride()

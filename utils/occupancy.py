@@ -13,6 +13,7 @@ import ctypes
 from dataclasses import dataclass
 
 from .gpus import GPU_SPECS
+from .i18n import _
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,13 @@ def sm_limits(gpu: str | tuple[int, int]) -> SMLimits:
     else:
         key = str(gpu).upper().replace("NVIDIA", "").strip()
         if key not in GPU_SPECS:
-            raise ValueError(f"unknown GPU {gpu!r}; known: {', '.join(GPU_SPECS)} "
-                             "(or pass a compute capability such as (9, 0))")
+            raise ValueError(_("unknown GPU {gpu}; known: {known} (or pass a compute capability such as "
+                               "(9, 0))").format(gpu=repr(gpu), known=", ".join(GPU_SPECS)))
         cc = GPU_SPECS[key].compute_capability
     if cc not in LIMITS:
-        raise ValueError(f"no occupancy limits recorded for compute capability {cc[0]}.{cc[1]}; "
-                         f"known: {', '.join('%d.%d' % k for k in LIMITS)}")
+        raise ValueError(_("no occupancy limits recorded for compute capability {capability}; known: "
+                           "{known}").format(capability=f"{cc[0]}.{cc[1]}",
+                                             known=", ".join("%d.%d" % k for k in LIMITS)))
     return LIMITS[cc]
 
 
@@ -78,10 +80,13 @@ def device_limits(props) -> tuple[SMLimits, str]:
     if cc in LIMITS:
         return LIMITS[cc], ""
     near = nearest_known(cc)
-    older = " (older than any GPU in the table; current Triton compiles for 7.5 and newer)" if cc < near else ""
-    note = (f"{getattr(props, 'name', 'this GPU')}: compute capability {cc[0]}.{cc[1]} is not in the table of SM "
-            f"limits{older}; assuming the limits of {near[0]}.{near[1]}, the nearest known. Occupancies computed "
-            "from the table are estimates here; the CUDA driver's figure is the GPU's own.")
+    # TRANSLATORS: {older} in the next message is nothing, or this remark.
+    older = _(" (older than any GPU in the table; current Triton compiles for 7.5 and newer)") if cc < near else ""
+    gpu = props.name if hasattr(props, "name") else _("this GPU")
+    note = _("{gpu}: compute capability {capability} is not in the table of SM limits{older}; assuming the limits "
+             "of {nearest}, the nearest known. Occupancies computed from the table are estimates here; the CUDA "
+             "driver's figure is the GPU's own.").format(gpu=gpu, capability=f"{cc[0]}.{cc[1]}", older=older,
+                                                         nearest=f"{near[0]}.{near[1]}")
     return LIMITS[near], note
 
 
@@ -104,7 +109,7 @@ def compiled_kernel_stats(compiled) -> KernelStats:
     """Registers, spills and shared memory of a compiled kernel (what ``kernel[grid](...)`` returns on a
     GPU). Under the interpreter a launch returns None and there is nothing to read."""
     if compiled is None:
-        raise ValueError("no compiled kernel: under Triton's interpreter a launch returns None")
+        raise ValueError(_("no compiled kernel: under Triton's interpreter a launch returns None"))
     init = getattr(compiled, "_init_handles", None)
     if init is not None:
         init()  # loads the binary, which is when the driver reports registers and spills

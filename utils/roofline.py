@@ -21,7 +21,7 @@ roof is memory bound, the flat part compute bound, and they meet at the *ridge p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
@@ -29,6 +29,8 @@ import torch
 from .bench import copy_bandwidth, time_ms
 from .device import current, require_gpu
 from .gpus import GPU_SPECS
+from .i18n import N_, _
+from .plots import drawable, figure_text
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class Roof:
     peak_tflops: float      # TFLOP/s, 1e12 operations per second
     source: str             # e.g. "measured on NVIDIA H200" or "datasheet of the H200 (no GPU here)"
     compute: str = "fp16_tensor"  # which units set peak_tflops: a key of COMPUTE_UNITS
+    #: ``source`` in English, for a figure where the translation cannot be drawn (None: ``source`` is English)
+    source_en: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def units(self) -> str:
@@ -77,11 +81,12 @@ class KernelPoint:
         return None if self.measured_ms is None else self.flops / (self.measured_ms * 1e-3) / 1e12
 
 
-#: compute= key -> (the units, what the flat roof counts). See the module's docstring.
+#: compute= key -> (the units, what the flat roof counts). See the module's docstring. The units are in English as
+#: written here (``_(...)`` gives them in the current language); what the roof counts stays English.
 COMPUTE_UNITS: dict[str, tuple[str, str]] = {
-    "fp16_tensor": ("fp16 tensor cores (dense)", "FLOP"),
-    "fp32": ("FP32 units (FMA = 2 FLOP)", "fp32 FLOP"),
-    "sfu": ("special-function units (exp, rsqrt, 1/x)", "special-function op"),
+    "fp16_tensor": (N_("fp16 tensor cores (dense)"), "FLOP"),
+    "fp32": (N_("FP32 units (FMA = 2 FLOP)"), "fp32 FLOP"),
+    "sfu": (N_("special-function units (exp, rsqrt, 1/x)"), "special-function op"),
 }
 
 #: FP32 lanes per SM by compute capability; every architecture here has 16 special-function lanes per SM.
@@ -91,7 +96,8 @@ _SFU_LANES_PER_SM = 16
 
 def _check_compute(compute: str) -> None:
     if compute not in COMPUTE_UNITS:
-        raise ValueError(f"compute={compute!r}: choose one of {', '.join(map(repr, COMPUTE_UNITS))}")
+        raise ValueError(_("compute={compute}: choose one of {known}").format(
+            compute=repr(compute), known=", ".join(map(repr, COMPUTE_UNITS))))
 
 
 def sfu_tops(fp32_tflops: float, compute_capability: tuple[int, int]) -> float:
@@ -106,7 +112,7 @@ def matmul_tflops(n: int = 8192, dtype: torch.dtype = torch.float16) -> float:
     """TFLOP/s of ``torch.matmul`` on two n x n matrices of ``dtype`` on this GPU (2 n^3 FLOPs).
 
     For float32 TF32 is switched off while timing, so the figure is the FP32 units' rate (SGEMM)."""
-    require_gpu("Measuring the matmul rate")
+    require_gpu(_("Measuring the matmul rate"))
     a = torch.randn(n, n, device="cuda", dtype=dtype)
     b = torch.randn(n, n, device="cuda", dtype=dtype)
     tf32 = torch.backends.cuda.matmul.allow_tf32
@@ -127,7 +133,14 @@ def datasheet_roof(model: str = "H200", compute: str = "fp16_tensor") -> Roof:
     spec = GPU_SPECS[model]
     peak = {"fp16_tensor": spec.fp16_tensor_tflops, "fp32": spec.fp32_tflops,
             "sfu": sfu_tops(spec.fp32_tflops, spec.compute_capability)}[compute]
-    return Roof(spec.peak_gbps, peak, f"datasheet of the {model} (no measurement)", compute)
+    return Roof(spec.peak_gbps, peak, **sources(N_("datasheet of the {gpu} (no measurement)"), gpu=model),
+                compute=compute)
+
+
+def sources(message: str, **fields: object) -> dict[str, str]:
+    """``source`` and ``source_en`` of a :class:`Roof`: ``message`` (marked with ``N_``) with ``fields`` filled in,
+    in the current language and in English."""
+    return {"source": _(message).format(**fields), "source_en": message.format(**fields)}
 
 
 def device_roof(compute: str = "fp16_tensor") -> Roof:
@@ -139,16 +152,19 @@ def device_roof(compute: str = "fp16_tensor") -> Roof:
     if dev.interpreted:
         roof = datasheet_roof("H200", compute)
         return Roof(roof.bandwidth_gbps, roof.peak_tflops,
-                    "datasheet of the H200: this session has no GPU, so nothing was measured", compute)
+                    **sources(N_("datasheet of the H200: this session has no GPU, so nothing was measured")),
+                    compute=compute)
     if compute == "fp16_tensor":
-        return Roof(copy_bandwidth(), matmul_tflops(), f"measured on {dev.name} (copy bandwidth, fp16 matmul)")
+        return Roof(copy_bandwidth(), matmul_tflops(),
+                    **sources(N_("measured on {gpu} (copy bandwidth, fp16 matmul)"), gpu=dev.name))
     fp32 = matmul_tflops(dtype=torch.float32)
     if compute == "fp32":
-        return Roof(copy_bandwidth(), fp32, f"measured on {dev.name} (copy bandwidth, fp32 matmul)", compute)
+        return Roof(copy_bandwidth(), fp32, **sources(N_("measured on {gpu} (copy bandwidth, fp32 matmul)"),
+                                                     gpu=dev.name), compute=compute)
     capability = torch.cuda.get_device_capability()
     return Roof(copy_bandwidth(), sfu_tops(fp32, capability),
-                f"measured on {dev.name} (copy bandwidth; SFU rate = fp32 matmul x 16 / 2 / FP32 lanes per SM)",
-                compute)
+                **sources(N_("measured on {gpu} (copy bandwidth; SFU rate = fp32 matmul x 16 / 2 / FP32 lanes per "
+                            "SM)"), gpu=dev.name), compute=compute)
 
 
 def plot_roofline(roof: Roof, points: Sequence[KernelPoint], title: str = "Roofline", ax=None):
@@ -162,16 +178,20 @@ def plot_roofline(roof: Roof, points: Sequence[KernelPoint], title: str = "Roofl
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 5))
+        _figure, ax = plt.subplots(figsize=(8, 5))
     unit = roof.units
     rate = "TFLOP/s" if unit == "FLOP" else f"T {unit}/s"   # T = 1e12
     xs = [p.intensity for p in points] + [roof.ridge]
     lo, hi = min(xs) / 4, max(xs) * 4
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    # TRANSLATORS: a figure's legend; {rate} is a unit such as "TFLOP/s", {units} the units of the next messages.
     ax.plot(grid, [roof.attainable_tflops(x) for x in grid], color="black", linewidth=2,
-            label=f"roof: {roof.bandwidth_gbps:,.0f} GB/s, {roof.peak_tflops:,.3g} {rate} "
-                  f"({COMPUTE_UNITS[roof.compute][0]})")
-    ax.axvline(roof.ridge, color="gray", linestyle=":", label=f"ridge point {roof.ridge:,.3g} {unit}/B")
+            label=figure_text(N_("roof: {bandwidth} GB/s, {peak} {rate} ({units})")).format(
+                bandwidth=f"{roof.bandwidth_gbps:,.0f}", peak=f"{roof.peak_tflops:,.3g}", rate=rate,
+                units=figure_text(COMPUTE_UNITS[roof.compute][0])))
+    # TRANSLATORS: a figure's legend; {unit} is "FLOP", "fp32 FLOP" or "special-function op" (kept in English).
+    ax.axvline(roof.ridge, color="gray", linestyle=":", label=figure_text(N_("ridge point {ridge} {unit}/B")).format(
+        ridge=f"{roof.ridge:,.3g}", unit=unit))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, p in enumerate(points):
         c = colours[i % len(colours)]
@@ -181,9 +201,11 @@ def plot_roofline(roof: Roof, points: Sequence[KernelPoint], title: str = "Roofl
             ax.scatter([p.intensity], [p.measured_tflops], color=c, s=40, marker="s")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(f"arithmetic intensity ({unit} per byte of HBM traffic)")
+    # TRANSLATORS: a figure's axis label; {unit} is "FLOP", "fp32 FLOP" or "special-function op" (kept in English).
+    ax.set_xlabel(figure_text(N_("arithmetic intensity ({unit} per byte of HBM traffic)")).format(unit=unit))
     ax.set_ylabel(rate)
-    ax.set_title(f"{title}\n{roof.source}", fontsize=10)
+    source = roof.source if drawable(roof.source) else (roof.source_en or roof.source)
+    ax.set_title(f"{title}\n{source}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     return ax

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from .checks import CheckFailed, Hint, compare, describe, describe_inputs, explain_exception
+from .i18n import _
 
 #: What a graded RMSNorm backward returns: the input's gradient, then the weight's.
 RMSNORM_OUTPUTS = ("dx", "dw")
@@ -207,15 +208,19 @@ def check_gradcheck(fn: Callable[..., torch.Tensor], inputs: Sequence[object], w
     __tracebackhide__ = True
     leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
               for a in inputs]
-    label = f"gradcheck of {what}({describe_inputs(inputs)})"
+    # TRANSLATORS: {call} is a call such as "rmsnorm(float64[4, 8], ...)".
+    label = _("gradcheck of {call}").format(call=f"{what}({describe_inputs(inputs)})")
     from torch.autograd.gradcheck import GradcheckError, gradcheck
 
     try:
         gradcheck(fn, tuple(leaves), eps=1e-3, atol=2e-3, rtol=2e-2)
     except GradcheckError as exc:
         first = str(exc).strip().splitlines()[0]
-        raise CheckFailed(f"{label}: the gradient your backward returns is not the derivative of your forward "
-                          f"({first}). Compare backward's formula with the Background's.") from None
+        # TRANSLATORS: {error} is gradcheck's own message, in English. "the Background" is the notebook's section of
+        # that name.
+        raise CheckFailed(_("{check}: the gradient your backward returns is not the derivative of your forward "
+                            "({error}). Compare backward's formula with the Background's.").format(
+            check=label, error=first)) from None
     except Exception as exc:
         raise CheckFailed(explain_exception(exc, label)) from None
     print(f"ok  {label}")
@@ -243,11 +248,13 @@ def check_autograd(fn: Callable[..., torch.Tensor], cases: Sequence[Sequence[obj
         mine = [a for a in leaves if isinstance(a, torch.Tensor)]
         for i, (leaf, w, (atol, rtol)) in enumerate(zip(mine, want, tols)):
             if leaf.grad is None:
-                raise CheckFailed(f"{label}: input {i}'s .grad is None. Does backward return one gradient per "
-                                  "argument of forward, in order (None for eps)?")
+                raise CheckFailed(_("{call}: input {index}'s .grad is None. Does backward return one gradient per "
+                                    "argument of forward, in order (None for eps)?").format(call=label, index=i))
             c = compare(leaf.grad, w, atol=atol, rtol=rtol)
             if not c.ok:
-                raise CheckFailed(f"{label}: the gradient of input {i} is wrong.\n{describe(c)}")
+                # TRANSLATORS: {report} is the explanation of the wrong values, several lines.
+                raise CheckFailed(_("{call}: the gradient of input {index} is wrong.\n{report}").format(
+                    call=label, index=i, report=describe(c)))
         print(f"ok  {label}")
 
 
@@ -292,7 +299,8 @@ def peer_functions() -> tuple[dict[str, Callable], dict[str, str]]:
     try:
         from liger_kernel.ops.rms_norm import LigerRMSNormFunction
     except Exception as exc:  # not installed, or built for another Triton
-        skipped["Liger-Kernel"] = f"liger_kernel does not import here ({type(exc).__name__}: {exc})"
+        skipped["Liger-Kernel"] = _("liger_kernel does not import here ({error_type}: {error})").format(
+            error_type=type(exc).__name__, error=exc)
     else:
         def liger_grads(x, weight, dy):
             with torch.enable_grad():

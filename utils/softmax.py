@@ -29,6 +29,7 @@ import torch
 
 from .checks import Comparison, Hint, tolerance_for
 from .gpus import record_path
+from .i18n import _
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
@@ -212,7 +213,9 @@ def _float16_math(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
 
 
 def _input_modified(c: Comparison, inputs: Sequence[torch.Tensor]) -> bool:
-    return any("was modified" in note for note in c.notes)
+    # A comparison's notes are the sentences naming the inputs the call changed (triton_course.checks.check puts them
+    # on the first output), in whatever language the messages are in: any note means an input was modified.
+    return bool(c.notes)
 
 
 HINTS: list[Hint] = [
@@ -289,17 +292,20 @@ def recorded_launch_gbps(chapter: str, width: int) -> tuple[dict[tuple[int, int]
     saying where and how they were recorded. Empty when the results file is not there."""
     path = record_path(chapter, f"{chapter}_launch_sweep")
     if not path.exists():
-        return {}, f"{path.name} not found: no recorded figures to compare with"
+        return {}, _("{file} not found: no recorded figures to compare with").format(file=path.name)
     data = json.loads(path.read_text())
     if str(width) not in data["widths"]:
-        raise ValueError(f"{path.name} has rows of {', '.join(data['widths'])} elements, not {width}")
+        raise ValueError(_("{file} has rows of {widths} elements, not {width}").format(
+            file=path.name, widths=", ".join(data["widths"]), width=width))
     figures = {}
     for name, gbps in data["widths"][str(width)]["round1_gbps"].items():
         if name.startswith("tile rows"):
             rows, warps = name.removeprefix("tile rows").split("/w")
             figures[int(rows), int(warps)] = gbps
-    source = (f"recorded on an {data['device']} ({data['rows']} rows, copy bandwidth {data['copy_gbps']:,.0f} GB/s; "
-              f"solutions/{chapter}/records/{path.name}, made by `{data['command']}`)")
+    # TRANSLATORS: {gpu} is a GPU model such as "NVIDIA H200", {file} a path, {command} the shell command that made it.
+    source = _("recorded on an {gpu} ({rows} rows, copy bandwidth {copy} GB/s; {file}, made by `{command}`)").format(
+        gpu=data["device"], rows=data["rows"], copy=f"{data['copy_gbps']:,.0f}",
+        file=f"solutions/{chapter}/records/{path.name}", command=data["command"])
     return figures, source
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .checks import CheckFailed
+from .i18n import _
 from .integrity import KernelSource, launched_kernels, note_launches  # noqa: F401 -- re-exported (the judge's names)
 
 INF = math.inf
@@ -201,7 +202,10 @@ class UnmaskedRead:
     via: str = ""      # for a helper read where it is called: ", called from line N of K"
 
     def describe(self) -> str:
-        return f"  line {self.line} of {self.kernel}{self.via}: {self.text}\n    {self.why}"
+        # TRANSLATORS: {via} is nothing, or ", called from line N of K" (the next messages); {code} the call as
+        # written; {why} why its mask does not mask.
+        return _("  line {line} of {kernel}{via}: {code}\n    {why}").format(
+            line=self.line, kernel=self.kernel, via=self.via, code=self.text, why=self.why)
 
 
 @dataclass(frozen=True)
@@ -227,7 +231,7 @@ def parse_kernel(name: str, src: str) -> _Parsed:
     tree = ast.parse(text)
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None)
     if fn is None:
-        raise ValueError(f"no function definition in the source of {name}")
+        raise ValueError(_("no function definition in the source of {kernel}").format(kernel=name))
     return _Parsed(fn.name, fn, text, text.splitlines())
 
 
@@ -603,7 +607,7 @@ class _Reader:
     def _step(self) -> None:
         self.steps += 1
         if self.steps > MAX_STEPS:
-            raise CheckFailed("the kernel is too long or too deeply nested for the grader to read its masks")
+            raise CheckFailed(_("the kernel is too long or too deeply nested for the grader to read its masks"))
 
     # -- calls ----------------------------------------------------------------------------------------------
     def call(self, node: ast.Call, frame: _Frame) -> Value:
@@ -690,15 +694,18 @@ class _Reader:
     def inline(self, node: ast.Call, name: str, frame: _Frame) -> Value:
         """A helper kernel read where it is called, its parameters bound to the values it is called with."""
         helper = self.library[name]
-        params = [a.arg for a, _ in self._parameters(helper.tree)]
+        params = [a.arg for a, _default in self._parameters(helper.tree)]
         args: dict[str, Value] = {}
         for param, a in zip(params, node.args):
             if isinstance(a, ast.Starred):
                 break
             args[param] = self.expr(a, frame)
         args.update({k.arg: self.expr(k.value, frame) for k in node.keywords if k.arg is not None})
-        line, _ = frame.line_of(node)
-        return self.read_kernel(helper, args, f", called from line {line} of {frame.kernel.name}{frame.via}")
+        line, _text = frame.line_of(node)
+        # TRANSLATORS: appended to "line N of helper": where the helper kernel is called; {via} is nothing, or this
+        # message again for the kernel that called that one.
+        return self.read_kernel(helper, args, _(", called from line {line} of {kernel}{via}").format(
+            line=line, kernel=frame.kernel.name, via=frame.via))
 
     def read(self, node: ast.Call, name: str, frame: _Frame) -> Value:
         """A memory read: its arguments (reads nested in a pointer are checked too), then its mask."""
@@ -732,28 +739,33 @@ _BUILTINS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "abs": abs, 
 def read_problem(node: ast.Call, name: str, args: list[Value], kwargs: dict[str, Value]) -> str | None:
     """Why the memory read ``node`` (a call of ``tl.<name>`` with these argument values) is not masked, or None."""
     if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-        return "its arguments are unpacked (* or **), so its mask cannot be read: pass the mask by name, mask=..."
+        return _("its arguments are unpacked (* or **), so its mask cannot be read: pass the mask by name, mask=...")
     at = READS[name]
     if at is None:
-        return f"tl.{name} takes no mask: it reads (and writes) every lane's address"
+        return _("tl.{function} takes no mask: it reads (and writes) every lane's address").format(function=name)
     checks = kwargs.get("boundary_check", args[3] if name == "load" and len(args) > 3 else None)
     if checks is not None and not (checks.const and checks.value is not _UNKNOWN and not checks.value):
         return None      # a block pointer's boundary check on at least one dimension
     positional = node.args[at] if len(node.args) > at else None
     mask_node = next((k.value for k in node.keywords if k.arg == "mask"), positional)
     mask = kwargs.get("mask", args[at] if len(args) > at else None)
-    empty = " (and boundary_check=() checks no dimension)" if checks is not None else ""
+    # TRANSLATORS: {boundary_check} in the next messages is nothing, or this remark.
+    empty = _(" (and boundary_check=() checks no dimension)") if checks is not None else ""
     if mask is None or mask_node is None:
         other = "other" in kwargs or (name == "load" and len(args) > 2)
-        return "has no mask" + empty + (" (other= alone masks nothing: it is only what masked-off lanes get)"
-                                         if other else "")
+        # TRANSLATORS: {other} is nothing, or the next message.
+        return _("has no mask{boundary_check}{other}").format(
+            boundary_check=empty,
+            other=_(" (other= alone masks nothing: it is only what masked-off lanes get)") if other else "")
     shown = ast.unparse(mask_node)
     if mask.const and mask.value is None:
-        return "mask=None is no mask" + empty
+        return _("mask=None is no mask{boundary_check}").format(boundary_check=empty)
     if mask.const:
-        return f"its mask `{shown}` is a constant, the same for every element: a constant mask is no mask" + empty
+        return _("its mask `{mask}` is a constant, the same for every element: a constant mask is no "
+                 "mask{boundary_check}").format(mask=shown, boundary_check=empty)
     if mask.always_true:
-        return f"this mask, `{shown}`, is always true: it masks nothing" + empty
+        return _("this mask, `{mask}`, is always true: it masks nothing{boundary_check}").format(
+            mask=shown, boundary_check=empty)
     return None
 
 
@@ -787,7 +799,7 @@ def kernel_source(kernel: object) -> tuple[str, str]:
     if isinstance(kernel, KernelSource):
         return kernel.name, kernel.src
     pyfn = _python_function(kernel)
-    name = getattr(pyfn, "__name__", None) or getattr(kernel, "__name__", None) or "the kernel"
+    name = getattr(pyfn, "__name__", None) or getattr(kernel, "__name__", None) or _("the kernel")
     src = getattr(kernel, "src", None)
     if not isinstance(src, str) and pyfn is not None:
         try:
@@ -795,7 +807,8 @@ def kernel_source(kernel: object) -> tuple[str, str]:
         except (OSError, TypeError):
             src = None
     if not isinstance(src, str):
-        raise CheckFailed(f"the grader could not read the source of {name}: define it with @triton.jit in a cell")
+        raise CheckFailed(_("the grader could not read the source of {kernel}: define it with @triton.jit in a "
+                            "cell").format(kernel=name))
     return str(name), src
 
 
@@ -853,7 +866,7 @@ def masked_load_problems(kernels: Iterable[tuple[str, str]]) -> list[UnmaskedRea
         for kernel in parsed:
             reader.unvisited_reads(kernel)
     except RecursionError:
-        raise CheckFailed("a kernel is too deeply nested for the grader to read its masks") from None
+        raise CheckFailed(_("a kernel is too deeply nested for the grader to read its masks")) from None
     order = {k.name: i for i, k in reversed(list(enumerate(parsed)))}
     return sorted(reader.found.values(), key=lambda r: (order.get(r.kernel, 0), r.line))
 
@@ -867,18 +880,22 @@ def check_masked_loads(*kernels: object, launched_by: object = None, quiet: bool
     objects = [*kernels, *(launched_kernels(launched_by) if launched_by is not None else [])]
     sources = kernel_sources(objects)
     if not sources:
-        who = getattr(launched_by, "__name__", "the function")
-        raise CheckFailed(f"no kernel to read: {who} has not launched a Triton kernel in a checked call yet")
-    names = ", ".join(dict.fromkeys(name for name, _ in sources))
+        who = launched_by.__name__ if hasattr(launched_by, "__name__") else _("the function")
+        raise CheckFailed(_("no kernel to read: {function} has not launched a Triton kernel in a checked call "
+                            "yet").format(function=who))
+    names = ", ".join(dict.fromkeys(name for name, _src in sources))
     try:
         bad = masked_load_problems(sources)
     except (SyntaxError, ValueError) as exc:
-        raise CheckFailed(f"the source of {names} could not be read: {exc}") from None
+        # TRANSLATORS: {error} is Python's message (a SyntaxError's, in English) or the previous message.
+        raise CheckFailed(_("the source of {kernels} could not be read: {error}").format(kernels=names,
+                                                                                        error=exc)) from None
     if bad:
-        raise CheckFailed(
-            f"{len(bad)} memory read(s) in {names} have no mask that masks:\n" + "\n".join(r.describe() for r in bad)
-            + "\nOn a GPU such a load reads past the end of the tensor in the last block (a masked store then hides "
-              "it). Give every tl.load a mask that is False past the end, such as mask=idx < n_elements (and other= "
-              "for the lanes it switches off).")
+        # TRANSLATORS: {reads} lists each read: "  line N of K: tl.load(...)" and, indented below it, why.
+        raise CheckFailed(_(
+            "{count} memory read(s) in {kernels} have no mask that masks:\n{reads}\nOn a GPU such a load reads past "
+            "the end of the tensor in the last block (a masked store then hides it). Give every tl.load a mask that "
+            "is False past the end, such as mask=idx < n_elements (and other= for the lanes it switches off).").format(
+            count=len(bad), kernels=names, reads="\n".join(r.describe() for r in bad)))
     if not quiet:
-        print(f"ok  every load is masked in {names}")
+        print(_("ok  every load is masked in {kernels}").format(kernels=names))

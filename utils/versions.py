@@ -13,6 +13,8 @@ import inspect
 import re
 from dataclasses import dataclass
 
+from .i18n import _
+
 #: package -> (lowest tested version, first version not tested). Colab (2026): torch 2.11 + triton 3.6;
 #: ModelScope images: torch 2.9 (+ triton 3.5); CI: the CPU build of torch 2.13 + triton 3.9 with
 #: numpy 2.4; the hidden tests also with triton 3.5 + numpy 2.4 and triton 3.6 + numpy 2.2 (gpu.txt).
@@ -27,7 +29,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
     """``"2.11.0+cu130"`` -> ``(2, 11, 0)``; pre-release and local tags are ignored."""
     numbers = re.match(r"^(\d+(?:\.\d+)*)", version)
     if numbers is None:
-        raise ValueError(f"cannot read a version number from {version!r}")
+        raise ValueError(_("cannot read a version number from {version}").format(version=repr(version)))
     return tuple(int(part) for part in numbers.group(1).split("."))
 
 
@@ -48,9 +50,11 @@ class VersionVerdict:
     def describe(self) -> str:
         span = f">={self.low},<{self.high}"
         if self.tested:
-            return f"{self.package} {self.installed} (tested range {span})"
-        return (f"{self.package} {self.installed} is outside the tested range {span}: "
-                f"the notebooks may still work, but nobody has checked this pairing")
+            # TRANSLATORS: {range} is a version range such as ">=2.9,<2.14".
+            return _("{package} {version} (tested range {range})").format(
+                package=self.package, version=self.installed, range=span)
+        return _("{package} {version} is outside the tested range {range}: the notebooks may still work, but nobody "
+                 "has checked this pairing").format(package=self.package, version=self.installed, range=span)
 
 
 def check_versions(installed: dict[str, str]) -> list[VersionVerdict]:

@@ -652,7 +652,7 @@ def test_appendix_quotes_the_figures_its_records_hold():
               f"({_gbps(at[512]['reference_gbps'])})",
               f"reached {_gbps(r['long_rows']['softmax_long_gbps'])} GB/s, `torch.softmax` "
               f"{_gbps(r['long_rows']['torch_softmax_gbps'])}",
-              f"reached only {_gbps(at[16384]['one_row_gbps'])} GB/s there"]
+              f"reached only {_gbps(at[16384]['one_row_gbps'])} GB/s at N = 16 384"]
     for quote in quotes:
         assert quote in text, quote
     # the rounds: 14 or 15 of 15 at every width but 8192, where the reference does not win
