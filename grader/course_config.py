@@ -106,12 +106,23 @@ def _readme_row(chapter: str, config: CourseConfig) -> str:
             f"[中文版]({notebook_path(chapter, 'zh_CN')}) {badges(chapter, config, 'zh_CN')} |")
 
 
-def _with_chapter_row(text: str, chapter: str, config: CourseConfig) -> str:
+#: A row of the Chinese README's table (docs/zh/README.md): ``| 03 | [标题](../../notebooks/zh/...) | links | [English](...) |``.
+ZH_CHAPTER_ROW = re.compile(r"^\| \d\d \| \[[^\]]*\]\(\.\./\.\./notebooks/zh/[^)]*\.ipynb\) \|.*\|$", re.M)
+
+
+def _zh_readme_row(chapter: str, config: CourseConfig) -> str:
+    """The Chinese README's row of ``chapter`` (its title in English until a translator writes the Chinese)."""
+    return (f"| {chapter[:2]} | [{CHAPTERS[chapter]}](../../{notebook_path(chapter, 'zh_CN')}) | "
+            f"{badges(chapter, config, 'zh_CN')} | [English](../../{notebook_path(chapter)}) |")
+
+
+def _with_chapter_row(text: str, chapter: str, config: CourseConfig, language: str = SOURCE_LANGUAGE) -> str:
     """``text`` with a row for ``chapter`` after the last row of its table of chapters (unchanged without one)."""
-    rows = list(CHAPTER_ROW.finditer(text))
+    pattern, row = (CHAPTER_ROW, _readme_row) if language == SOURCE_LANGUAGE else (ZH_CHAPTER_ROW, _zh_readme_row)
+    rows = list(pattern.finditer(text))
     if not rows:
         return text
-    return text[:rows[-1].end()] + "\n" + _readme_row(chapter, config) + text[rows[-1].end():]
+    return text[:rows[-1].end()] + "\n" + row(chapter, config) + text[rows[-1].end():]
 
 
 def _badges_of(chapter: str, language: str) -> re.Pattern:
@@ -127,12 +138,12 @@ def _fixed_links(text: str, config: CourseConfig, languages: tuple[str, ...]) ->
     for chapter in CHAPTERS:
         for language in languages:
             found = _badges_of(chapter, language).search(text)
-            if found is None and language == SOURCE_LANGUAGE:
-                added = _with_chapter_row(text, chapter, config)  # a chapter added since: its row joins the table
+            if found is None and language == languages[0]:
+                added = _with_chapter_row(text, chapter, config, language)  # a chapter added since: its row joins
                 if added != text:
                     problems.append(f"no row for {chapter}")
                     text = added
-                continue
+                    continue
             if found is None:
                 problems.append(f"no {language} links of {chapter}")
                 continue

@@ -62,6 +62,9 @@ def test_the_new_chapter_is_one_folder_and_one_line(course):
         "submissions/examples/ada_correct.py", "submissions/examples/ben_untouched.py", f"test_{NEW}.py"]
     readme = (course / "README.md").read_text()
     assert f"[ReLU](notebooks/{NEW}/{NEW}.ipynb)" in readme, "config --apply adds the chapter's README row"
+    assert f"[中文版](notebooks/zh/{NEW}/{NEW}.ipynb)" in readme, "the row links the Chinese edition too"
+    zh_readme = (course / "docs" / "zh" / "README.md").read_text()
+    assert f"[ReLU](../../notebooks/zh/{NEW}/{NEW}.ipynb)" in zh_readme, "and the Chinese README gets a row"
     assert sorted(p.name for p in (course / "notebooks" / NEW).iterdir()) == [f"{NEW}.ipynb"], \
         "only the notebook is released"
     listed = _run(course, "-c", "from grader.course import assignments; print(' '.join(assignments()))").stdout
