@@ -6,6 +6,9 @@
   runs every cell from JupyterLab's *Run* menu, and checks in the page that the self-check printed its
   ``ok`` lines, that no cell failed and that the bandwidth plot rendered. Screenshots land in
   ``test-artefacts/browser/`` (the GitHub workflow uploads that folder).
+* :func:`test_chinese_notebook_renders_and_its_setup_cell_runs` opens a chapter of the Chinese edition
+  (``notebooks/zh/``) the same way and checks that Chinese is drawn with a CJK font (not as empty boxes), that
+  its math is typeset and its tables rendered, and that its setup cell runs and answers in Chinese.
 * :func:`test_setup_cell_finds_the_helpers` runs :data:`triton_course.bootstrap.SETUP_CELL` in a fresh kernel
   started outside this checkout, with the course helpers reachable in each of the three ways the cell
   knows: installed, found by walking up from the notebook's folder, and cloned from GitHub as on Colab
@@ -18,6 +21,7 @@ missing browser is a failure, not a skip.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -186,23 +190,10 @@ def test_student_notebook_runs_in_jupyterlab(tmp_path):
     nbformat.write(nb, nb_path)
     self_check, plot, code_cells = _cell_indices(nb)
 
-    lab = JupyterLab(work, tmp_path / "lab", ARTEFACTS / f"{CHAPTER}-jupyterlab.log")
-    try:
-        lab.wait_until_up()
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                try:
-                    _run_notebook_in_page(page, lab, nb_path.name, code_cells)
-                    _check_page(page, self_check, plot)
-                finally:
-                    page.screenshot(path=str(ARTEFACTS / f"{CHAPTER}-page.png"))
-            finally:
-                browser.close()
-        saved = nbformat.read(nb_path, as_version=4)  # what the student would download and hand in
-    finally:
-        lab.stop()
+    with _lab_page(sync_playwright, work, tmp_path / "lab", CHAPTER) as (lab, page):
+        _run_notebook_in_page(page, lab, nb_path.name, code_cells)
+        _check_page(page, self_check, plot)
+    saved = nbformat.read(nb_path, as_version=4)  # what the student would download and hand in
 
     errors = [(i, o.get("ename"), o.get("evalue")) for i, c in enumerate(saved.cells) if c.cell_type == "code"
               for o in c.get("outputs", []) if o.get("output_type") == "error"]
@@ -210,6 +201,27 @@ def test_student_notebook_runs_in_jupyterlab(tmp_path):
     ran = [i for i in code_cells if saved.cells[i].get("execution_count")]
     assert ran == code_cells, "the saved notebook should hold an execution count for every code cell"
     assert any("image/png" in o.get("data", {}) for o in saved.cells[plot].outputs), "the plot was not saved"
+
+
+@contextlib.contextmanager
+def _lab_page(sync_playwright, folder: Path, state: Path, artefact: str):
+    """(JupyterLab serving ``folder``, a page of headless Chromium); the page's screenshot lands in
+    ``ARTEFACTS/<artefact>-page.png`` and the server's log beside it, whatever happens; both are stopped after."""
+    lab = JupyterLab(folder, state, ARTEFACTS / f"{artefact}-jupyterlab.log")
+    try:
+        lab.wait_until_up()
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                try:
+                    yield lab, page
+                finally:
+                    page.screenshot(path=str(ARTEFACTS / f"{artefact}-page.png"))
+            finally:
+                browser.close()
+    finally:
+        lab.stop()
 
 
 def _run_notebook_in_page(page, lab: JupyterLab, name: str, code_cells: list[int]) -> None:
@@ -485,38 +497,25 @@ def test_chinese_notebook_renders_and_its_setup_cell_runs(tmp_path):
     work.mkdir()
     name = f"{ZH_CHAPTER}.ipynb"
     shutil.copy2(ROOT / "notebooks" / "zh" / ZH_CHAPTER / name, work / name)
-    lab = JupyterLab(work, tmp_path / "lab", ARTEFACTS / f"zh-{ZH_CHAPTER}-jupyterlab.log")
-    try:
-        lab.wait_until_up()
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                try:
-                    page.goto(lab.url(name))
-                    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=90_000)
-                    _wait(lambda: lab.kernels_idle(), 60, "the notebook's kernel did not start and go idle")
-                    page.wait_for_selector(".jp-RenderedMarkdown mjx-container", timeout=60_000)
-                    glyphs = page.evaluate(_GLYPHS_JS)
-                    assert glyphs["zhong"] != glyphs["ding"] and glyphs["zhong"] != glyphs["tofu"], \
-                        f"Chinese is drawn as empty boxes in {glyphs['family']}: no CJK font (make browser installs one)"
-                    tables = page.locator(".jp-RenderedMarkdown table").count()
-                    assert tables >= 2, f"{tables} rendered tables (the prose's and the glossary's)"
-                    heading = page.locator(".jp-RenderedMarkdown h1").first.text_content()
-                    assert CJK.search(heading), f"the first heading is not Chinese: {heading!r}"
+    with _lab_page(sync_playwright, work, tmp_path / "lab", f"zh-{ZH_CHAPTER}") as (lab, page):
+        page.goto(lab.url(name))
+        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=90_000)
+        _wait(lambda: lab.kernels_idle(), 60, "the notebook's kernel did not start and go idle")
+        page.wait_for_selector(".jp-RenderedMarkdown mjx-container", timeout=60_000)
+        glyphs = page.evaluate(_GLYPHS_JS)
+        assert glyphs["zhong"] != glyphs["ding"] and glyphs["zhong"] != glyphs["tofu"], \
+            f"Chinese is drawn as empty boxes in {glyphs['family']}: no CJK font (make browser installs one)"
+        tables = page.locator(".jp-RenderedMarkdown table").count()
+        assert tables >= 2, f"{tables} rendered tables (the prose's and the glossary's)"
+        heading = page.locator(".jp-RenderedMarkdown h1").first.text_content()
+        assert CJK.search(heading), f"the first heading is not Chinese: {heading!r}"
 
-                    setup = page.locator(".jp-NotebookPanel .jp-Notebook .jp-CodeCell").first
-                    setup.locator(".jp-InputArea-editor").click()
-                    page.keyboard.press("Control+Enter")   # run the selected cell
-                    page.wait_for_function(
-                        "c => /\\[\\d+\\]/.test(c.querySelector('.jp-InputPrompt').textContent)",
-                        arg=setup.element_handle(), timeout=RUN_TIMEOUT_S * 1000, polling=500)
-                    out = "\n".join(setup.locator(".jp-OutputArea-output").all_text_contents())
-                    assert "Traceback" not in out and "Error" not in out, out[-3000:]
-                    assert CJK.search(out) and "triton_course" in out, f"the setup cell's output: {out!r}"
-                finally:
-                    page.screenshot(path=str(ARTEFACTS / f"zh-{ZH_CHAPTER}-page.png"), full_page=False)
-            finally:
-                browser.close()
-    finally:
-        lab.stop()
+        setup = page.locator(".jp-NotebookPanel .jp-Notebook .jp-CodeCell").first
+        setup.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Control+Enter")   # run the selected cell
+        page.wait_for_function(
+            "c => /\\[\\d+\\]/.test(c.querySelector('.jp-InputPrompt').textContent)",
+            arg=setup.element_handle(), timeout=RUN_TIMEOUT_S * 1000, polling=500)
+        out = "\n".join(setup.locator(".jp-OutputArea-output").all_text_contents())
+        assert "Traceback" not in out and "Error" not in out, out[-3000:]
+        assert CJK.search(out) and "triton_course" in out, f"the setup cell's output: {out!r}"
