@@ -1,9 +1,12 @@
 """The helpers' message catalogues: every string of ``utils/`` marked with ``_``, ``N_`` or ``ngettext``,
 extracted by Babel into ``utils/locale/<language>/LC_MESSAGES/triton_course.po`` and compiled to the ``.mo``
-that :mod:`triton_course.i18n` reads with Python's own :mod:`gettext`; and the message of every
-``Hint(applies, message)`` written as a string literal, in ``utils/`` and in the code cells of the solution
-notebooks (their ``judge_defs`` cells define the chapters' hints): :func:`triton_course.checks.check` translates
-a hint's message where it reports it, so a hint needs no marking where it is defined (:func:`hint_messages`).
+that :mod:`triton_course.i18n` reads with Python's own :mod:`gettext`; every string literal marked with ``_`` or
+``N_`` in the code cells of the solution notebooks, whose own checks (chapters 01, 02 and 08 check their first
+answers with code of the notebook) mark their messages as the helpers do (:func:`notebook_messages`); and the
+message of every ``Hint(applies, message)`` written as a string literal, in ``utils/`` and in the code cells of the
+solution notebooks (their ``judge_defs`` cells define the chapters' hints): :func:`triton_course.checks.check`
+translates a hint's message where it reports it, so a hint needs no marking where it is defined
+(:func:`hint_messages`). The student notebooks, in every edition, share these code cells.
 
 :func:`update_catalogues` extracts, merges (a changed message keeps its old translation marked fuzzy) and
 compiles; :func:`catalogue_problems` lists what keeps a catalogue from being complete and current: a
@@ -48,15 +51,21 @@ def mo_path(language: str) -> Path:
     return po_path(language).with_suffix(".mo")
 
 
-def extract(helpers: Path = HELPERS) -> Catalog:
-    """Every marked message of the helpers, with the files it comes from (no line numbers: moving code
-    changes no catalogue)."""
+def extract(helpers: Path = HELPERS, solutions: Path = SOLUTIONS) -> Catalog:
+    """Every marked message of the helpers and of the solution notebooks' code cells, and every literal hint
+    message, with the files it comes from (no line numbers: moving code changes no catalogue)."""
     catalog = Catalog(project=DOMAIN, fuzzy=False)
     for filename, _lineno, message, comments, context in extract_from_dir(
             helpers, method_map=[("locale/**", "ignore"), ("**.py", "python")], keywords=KEYWORDS,
             comment_tags=(TRANSLATOR_COMMENT,), strip_comment_tags=True):
         catalog.add(message, None, [(f"utils/{filename}", 0)], auto_comments=comments, context=context)
-    for location, message in hint_messages(helpers):
+    for location, message in notebook_messages(solutions):
+        known = catalog.get(message)
+        if known is not None:      # the same words marked in utils/, or in two cells or notebooks: one message
+            known.locations = sorted(set(known.locations) | {(location, 0)})
+        else:
+            catalog.add(message, None, [(location, 0)])
+    for location, message in hint_messages(helpers, solutions):
         known = catalog.get(message)
         if known is not None:      # the same words marked elsewhere, or a hint defined twice: one message
             known.locations = sorted(set(known.locations) | {(location, 0)})
@@ -76,6 +85,23 @@ def hint_messages(helpers: Path = HELPERS, solutions: Path = SOLUTIONS) -> list[
     found = []
     for path in sorted(helpers.glob("*.py")):
         found += [(f"utils/{path.name}", m) for m in _hints_in(path.read_text(encoding="utf-8"))]
+    for where, source in _solution_code(solutions):
+        found += [(where, m) for m in _hints_in(source)]
+    return found
+
+
+def notebook_messages(solutions: Path = SOLUTIONS) -> list[tuple[str, str]]:
+    """``(location, message)`` of every ``_("...")`` and ``N_("...")`` whose argument is a string literal
+    (implicit concatenation included) in the code cells of each chapter's solution notebook
+    ``solutions/<id>/<id>.ipynb`` (location that path), where a chapter's own checks mark their messages as the
+    helpers do. Skipped, as in :func:`hint_messages`: a cell that does not parse once its IPython lines are
+    blanked, and a message built at run time (``_(why)``, an f-string), which is marked where it is written."""
+    return [(where, m) for where, source in _solution_code(solutions) for m in _marked_in(source)]
+
+
+def _solution_code(solutions: Path = SOLUTIONS) -> Iterator[tuple[str, str]]:
+    """``(location, Python source)`` of every code cell of each chapter's solution notebook, in order, its IPython
+    lines blanked (:func:`_python_of`)."""
     for folder in sorted(p for p in solutions.iterdir() if p.is_dir()) if solutions.is_dir() else []:
         notebook = folder / f"{folder.name}.ipynb"
         if not notebook.is_file():
@@ -83,8 +109,7 @@ def hint_messages(helpers: Path = HELPERS, solutions: Path = SOLUTIONS) -> list[
         where = f"solutions/{folder.name}/{notebook.name}"
         for cell in nbformat.read(notebook, as_version=4).cells:
             if cell.cell_type == "code":
-                found += [(where, m) for m in _hints_in(_python_of(cell.source))]
-    return found
+                yield where, _python_of(cell.source)
 
 
 def _python_of(cell: str) -> str:
@@ -92,23 +117,41 @@ def _python_of(cell: str) -> str:
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in cell.splitlines())
 
 
-def _hints_in(source: str) -> Iterator[str]:
-    """The string-literal messages of the ``Hint(...)`` calls in ``source`` (nothing if it does not parse)."""
+def _calls_in(source: str, *names: str) -> Iterator[ast.Call]:
+    """The calls of a function of one of ``names`` (``f(...)`` or ``x.f(...)``) in ``source``, in the order
+    :func:`ast.walk` meets them (nothing if it does not parse)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-        if name != "Hint":
-            continue
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name in names:
+                yield node
+
+
+def _literal(node: ast.expr | None) -> str | None:
+    """The text of a non-empty string literal, else None."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value else None
+
+
+def _hints_in(source: str) -> Iterator[str]:
+    """The string-literal messages of the ``Hint(...)`` calls in ``source`` (nothing if it does not parse)."""
+    for node in _calls_in(source, "Hint"):
         message = node.args[1] if len(node.args) > 1 else next(
             (k.value for k in node.keywords if k.arg == "message"), None)
-        if isinstance(message, ast.Constant) and isinstance(message.value, str) and message.value:
-            yield message.value
+        if (text := _literal(message)) is not None:
+            yield text
+
+
+def _marked_in(source: str) -> Iterator[str]:
+    """The string literals marked for translation in ``source``: the argument of each ``_("...")`` and
+    ``N_("...")`` (nothing if it does not parse)."""
+    for node in _calls_in(source, "_", "N_"):
+        if len(node.args) == 1 and not node.keywords and (text := _literal(node.args[0])) is not None:
+            yield text
 
 
 def _po_bytes(catalog: Catalog) -> bytes:

@@ -1,8 +1,10 @@
 """The helpers speak the notebook's language: the Chinese catalogue is complete and current, a self-check's report,
 its hints, an input error and a speed check's line come out in Chinese under ``set_language("zh_CN")`` with the
-same figures as in English, and in English, byte for byte, again after ``set_language("en")``. The last tests keep
-it so: every message a student-facing module raises goes through ``_()``, and every ``Hint`` written with a literal
-message, in ``utils/`` or in a solution notebook, is extracted into the catalogue."""
+same figures as in English, and in English, byte for byte, again after ``set_language("en")``; so do the checks that
+chapters 01, 02 and 08 write in the notebook itself (their judge and self-check cells). The last tests keep it so:
+every message a student-facing module or one of those cells raises goes through ``_()``, and every ``Hint`` written
+with a literal message, in ``utils/`` or in a solution notebook, and every ``_("...")`` and ``N_("...")`` of a
+solution notebook's code cells is extracted into the catalogue."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ import triton
 import triton.language as tl
 
 import triton_course  # noqa: F401  -- turns the interpreter on before the kernels below are defined
-from grader.message_catalogues import catalogue_problems, extract, hint_messages
-from tests.conftest import ROOT, judge_defs
+from grader.message_catalogues import _python_of, catalogue_problems, extract, hint_messages, notebook_messages
+from grader.notebook_code import exec_cell
+from tests.conftest import ROOT, chapter_tests, judge_defs, solution_cell
 from triton_course.checks import CheckFailed, check
 from triton_course.i18n import current_language, set_language, translations
 from triton_course.inputs import BadInputError, expect
@@ -143,6 +146,143 @@ def test_a_notebook_hint_written_as_a_literal_comes_out_translated_when_its_symp
     assert stops_short.message not in chinese
     for other in others:
         assert translations("zh_CN").gettext(other.message) not in chinese and other.message not in english
+
+
+# --- the checks a chapter writes in its notebook, in both languages ---------------------------------------------
+
+#: Chapters that check their first answers with code of the notebook itself (judge and self-check cells), not only
+#: with the helpers' checks.
+NOTEBOOK_CHECKS = ("01_gpu_model", "02_benchmarking", "08_fusion")
+
+
+def _notebook_check(chapter: str, judge: str, self_check: str, **answers) -> tuple[str, dict]:
+    """Run the chapter's judge cell, then its self-check cell with ``answers`` (the student's functions, some
+    wrong), as the notebook does; return the CheckFailed's message and the namespace."""
+    ns = {"torch": torch, "device": triton_course.current()}
+    exec_cell(solution_cell(chapter, judge), f"<{chapter} {judge}>", ns)
+    ns.update(answers)
+    with pytest.raises(CheckFailed) as info:
+        exec_cell(solution_cell(chapter, self_check), f"<{chapter} {self_check}>", ns)
+    return str(info.value), ns
+
+
+def _same_figures_in_chinese(english: str, chinese: str, english_words: tuple[str, ...]) -> None:
+    assert CJK.search(chinese), chinese
+    for words in english_words:
+        assert words not in chinese, (words, chinese)
+    assert Counter(NUMBER.findall(chinese)) == Counter(NUMBER.findall(english)), (chinese, english)
+
+
+def test_chapter_01s_check_values_reports_in_chinese_with_the_same_figures(language, capsys):
+    """Chapter 01's check_values (its judge_defs cell) with a wrong occupancy: the value, why, and the hint that
+    names the mistake; a missing ValueError; and the self-check's "ok" lines, in both languages."""
+    mistaken = chapter_tests("01_gpu_model")._mistaken_occupancy
+
+    def wrong(**answers):
+        return _notebook_check("01_gpu_model", "judge_defs", "self_check_occupancy", **answers)[0]
+
+    english = wrong(occupancy=mistaken(whole_file=True))
+    assert english == (
+        "occupancy(64, 48) returned 0.65625, expected 0.625.\n"
+        "Why: 1,536 registers per warp: 10 warps per quarter, 40 in all, 20 blocks of 2 warps.\n"
+        "Hint: each of the 4 schedulers has its own quarter of the register file (16,384 registers), and a warp's "
+        "registers come from one quarter: divide the file by 4 before dividing by a warp's registers.")
+    unchecked = wrong(occupancy=mistaken())          # the right rules, without the given lines that refuse
+    assert unchecked == (
+        "occupancy(0, 32) raised ZeroDivisionError instead of raising ValueError.\nWhy: keep the given first lines "
+        "(threads 1..1024, registers 0..255, shared memory >= 0) and lim = sm_limits(gpu), which refuses an unknown "
+        "GPU.")
+    language("zh_CN")
+    chinese = wrong(occupancy=mistaken(whole_file=True))
+    _same_figures_in_chinese(english, chinese, ("returned", "expected", "Why:", "Hint:", "registers per warp",
+                                                "schedulers"))
+    assert chinese.startswith("occupancy(64, 48) ") and "\n原因：" in chinese and "\n提示：" in chinese, chinese
+    chinese_unchecked = wrong(occupancy=mistaken())
+    _same_figures_in_chinese(unchecked, chinese_unchecked, ("instead of", "Why:", "keep the given"))
+    assert "ZeroDivisionError" in chinese_unchecked and "ValueError" in chinese_unchecked, chinese_unchecked
+
+    def waves(num_blocks, num_sms, blocks_per_sm=1):
+        if min(num_blocks, num_sms, blocks_per_sm) < 1:
+            raise ValueError("need >= 1")
+        return -(-num_blocks // (num_sms * blocks_per_sm))
+
+    def last_wave_utilization(num_blocks, num_sms, blocks_per_sm=1):
+        slots = num_sms * blocks_per_sm
+        return (num_blocks - (waves(num_blocks, num_sms, blocks_per_sm) - 1) * slots) / slots
+
+    ns = judge_defs("01_gpu_model") | {"waves": waves, "last_wave_utilization": last_wave_utilization}
+    capsys.readouterr()
+    exec_cell(solution_cell("01_gpu_model", "self_check_waves"), "<01 self_check_waves>", ns)
+    lines = capsys.readouterr().out.splitlines()
+    assert all(line.startswith("ok  ") for line in lines) and CJK.search(lines[-1]), lines
+    language("en")
+    assert wrong(occupancy=mistaken(whole_file=True)) == english and wrong(occupancy=mistaken()) == unchecked
+
+
+def test_chapter_02s_benchmark_checks_report_in_chinese_with_the_same_figures(language):
+    """Chapter 02's self-check (check_benchmark, and check_ms of its judge_defs cell) with a benchmark that times
+    the warm-up calls as its trials: the count it got, the count expected and the hint, in both languages."""
+    def one_loop(fn, warmup=1, trials=3, return_mode="median"):   # the warm-up calls are the timed calls
+        for _call in range(max(warmup, trials)):
+            fn()
+        return 1.0
+
+    def wrong():
+        message, ns = _notebook_check("02_benchmarking", "judge_defs", "self_check_benchmark", benchmark=one_loop)
+        with pytest.raises(CheckFailed) as slow:
+            ns["check_ms"](250.0, 19.9, 21.0, "benchmark(fn, warmup=3, trials=2)",
+                           [(250.0, ns["HINT_WARMUP"]), (40.0, ns["HINT_TOTAL"])], 20.0)
+        return message, str(slow.value)
+
+    english = wrong()
+    assert english == ("benchmark(fn, warmup=1, trials=3) called fn 3 times; expected 4.\n"
+                       "Hint: warm-up calls and timed calls are separate loops.",
+                       "benchmark(fn, warmup=3, trials=2) returned 250 ms; expected 19.9 to 21 ms.\n"
+                       "Hint: time only the calls after the warm-up loop.")
+    language("zh_CN")
+    chinese = wrong()
+    for en, zh in zip(english, chinese):
+        _same_figures_in_chinese(en, zh, ("called fn", "returned", "expected", "Hint:", "warm-up"))
+        assert zh.startswith("benchmark(fn, warmup=") and "\n提示：" in zh, zh
+    language("en")
+    assert wrong() == english
+
+
+def test_chapter_08s_same_reports_in_chinese_with_the_same_figures(language):
+    """Chapter 08's same() (its judge_traffic cell) under the traffic self-check: a wrong byte count with its
+    hint, and a count that is not a Python int, in both languages."""
+    def wrong():
+        return tuple(_notebook_check("08_fusion", "judge_traffic", "self_check_traffic", softmax_bytes=answer)[0]
+                     for answer in (lambda M, N, e, fused: 4 * M * N * e, lambda M, N, e, fused: 2.0 * M * N * e))
+
+    english = wrong()
+    assert english == ("softmax_bytes(4, 8, 4, fused=True) = 512, expected 256.\n"
+                       "Hint: a fused softmax reads x once and writes out once.",
+                       "softmax_bytes(4, 8, 4, fused=True) returned float 256.0; return a plain Python int")
+    language("zh_CN")
+    chinese = wrong()
+    for en, zh in zip(english, chinese):
+        _same_figures_in_chinese(en, zh, ("expected", "Hint:", "returned", "reads x once", "plain Python int"))
+        assert zh.startswith("softmax_bytes(4, 8, 4, fused=True) "), zh
+    assert "\n提示：" in chinese[0] and "float 256.0" in chinese[1], chinese
+    language("en")
+    assert wrong() == english
+
+
+@pytest.mark.parametrize("chapter", NOTEBOOK_CHECKS)
+def test_every_message_a_chapters_own_check_raises_goes_through_the_catalogue(chapter):
+    """The judge and self-check cells of a chapter that checks with code of its own raise no English written in
+    place (the same guard as for the helpers' modules)."""
+    import nbformat
+
+    from grader.course import solution_notebook
+
+    found = []
+    for cell in nbformat.read(solution_notebook(chapter), as_version=4).cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if cell.cell_type == "code" and ("judge" in cell.metadata.get("tags", []) or grade_id.startswith("self_check")):
+            found += untranslated_raises(_python_of(cell.source), grade_id)
+    assert not found, "raise these through _(): " + repr(found)
 
 
 # --- other messages a student reads ----------------------------------------------------------------------------
@@ -290,6 +430,36 @@ def test_literal_hint_messages_are_extracted_from_helpers_and_notebooks(tmp_path
     nbformat.write(nb, chapter / "not_the_chapter.ipynb")
     assert hint_messages(helpers, solutions) == [("utils/mod.py", "in a module: two parts"),
                                                   ("solutions/99_demo/99_demo.ipynb", "after magics")]
+
+
+def test_marked_messages_are_extracted_from_the_solution_notebooks(tmp_path):
+    """The literal argument of _("...") and N_("...") (implicit concatenation included) in a solution notebook's
+    code cells, past IPython magics, located at the notebook; not _(a name), an f-string, a cell that does not
+    parse, markdown, or another notebook of the chapter's folder."""
+    solutions = tmp_path / "solutions"
+    chapter = solutions / "99_demo"
+    chapter.mkdir(parents=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('%time x = 1\nHINT = N_("a hint, "\n         "in two parts")'),
+                nbformat.v4.new_code_cell('raise CheckFailed(_("{call} failed").format(call=c) + _(why) + _(f"{x}"))'),
+                nbformat.v4.new_code_cell('def broken(:\n    _("in a cell that does not parse")'),
+                nbformat.v4.new_markdown_cell('_("in markdown")')]
+    nbformat.write(nb, chapter / "99_demo.ipynb")
+    nbformat.write(nb, chapter / "not_the_chapter.ipynb")
+    where = "solutions/99_demo/99_demo.ipynb"
+    assert notebook_messages(solutions) == [(where, "a hint, in two parts"), (where, "{call} failed")]
+    catalogue = extract(tmp_path / "utils", solutions)
+    assert [(m.id, m.locations) for m in catalogue if m.id] == [("a hint, in two parts", [(where, 0)]),
+                                                                ("{call} failed", [(where, 0)])]
+
+
+def test_the_catalogue_holds_the_messages_the_notebooks_mark():
+    catalogue = extract()
+    found = notebook_messages()
+    assert set(NOTEBOOK_CHECKS) <= {location.split("/")[1] for location, _message in found}
+    for location, message in found:
+        entry = catalogue.get(message)
+        assert entry is not None and (location, 0) in entry.locations, (location, message)
 
 
 def test_the_catalogue_holds_the_hints_of_the_helpers_and_of_every_notebook_that_defines_some():

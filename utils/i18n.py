@@ -2,7 +2,8 @@
 
 Every message a student reads from the helpers (self-check feedback and hints, input errors, the setup summary)
 is written in English and marked with :func:`_` (``_("... {n} ...").format(n=n)``, never an f-string inside
-``_``). Its translations live in one gettext catalogue per language,
+``_``); so is every message of the checks that a chapter writes in its notebook (chapters 01, 02 and 08 import
+``_`` and ``N_`` from here). Its translations live in one gettext catalogue per language,
 ``locale/<language>/LC_MESSAGES/triton_course.po``, compiled to the ``.mo`` next to it, which Python's own
 :mod:`gettext` reads: nothing beyond the standard library is needed at run time. ``python -m grader
 translations`` extracts the marked messages (Babel), updates the catalogues and compiles them; the test suite
