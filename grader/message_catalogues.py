@@ -154,18 +154,28 @@ def _marked_in(source: str) -> Iterator[str]:
             yield text
 
 
-def _po_bytes(catalog: Catalog) -> bytes:
-    catalog.header_comment = ("# The helpers' messages (utils/, marked with _, N_ or ngettext) in one language.\n"
-                              "# Update with: python -m grader translations update (extracts, merges, compiles .mo)")
+HELPERS_HEADER = ("# The helpers' messages (utils/, marked with _, N_ or ngettext) in one language.\n"
+                  "# Update with: python -m grader translations update (extracts, merges, compiles .mo)")
+
+
+def po_bytes(catalog: Catalog, header_comment: str, *, sort_output: bool = True,
+             include_lineno: bool = False) -> bytes:
+    """``catalog`` in Babel's PO form as the course keeps its catalogues: its header comment, the course's
+    addresses, unwrapped lines and no dates (so that a git diff shows only text)."""
+    catalog.header_comment = header_comment
     catalog.msgid_bugs_address = f"{CONFIG.repo_url}/issues"
     catalog.last_translator = "the course's translators"
     catalog.language_team = f"{catalog.locale} <{CONFIG.repo_url}/issues>"
     catalog.creation_date = catalog.revision_date = None  # type: ignore[assignment]
     buffer = io.BytesIO()
-    write_po(buffer, catalog, width=0, include_lineno=False, ignore_obsolete=True, include_previous=True,
-             sort_output=True)
+    write_po(buffer, catalog, width=0, include_lineno=include_lineno, ignore_obsolete=True, include_previous=True,
+             sort_output=sort_output)
     return re.sub(rb'^"(POT-Creation-Date|PO-Revision-Date|Generated-By): [^"]*\\n"\n', b"", buffer.getvalue(),
                   flags=re.M)
+
+
+def _po_bytes(catalog: Catalog) -> bytes:
+    return po_bytes(catalog, HELPERS_HEADER)
 
 
 #: The creation date every compiled catalogue states: the ``.po`` keeps none (:func:`_po_bytes`), and Babel gives a

@@ -32,9 +32,10 @@ from pathlib import Path
 
 import nbformat
 from babel.messages.catalog import Catalog
-from babel.messages.pofile import read_po, write_po
+from babel.messages.pofile import read_po
 
 from grader.course import CHAPTERS, NOTEBOOKS, REPO_ROOT, assignments, chapter_folder
+from grader.message_catalogues import catalogue_problems, po_bytes
 from triton_course.bootstrap import setup_cell
 from triton_course.i18n import EDITIONS, SOURCE_LANGUAGE
 from triton_course.links import CONFIG, CourseConfig, badges
@@ -105,20 +106,10 @@ HEADER = ("# The {language} translation of chapter {chapter}'s prose, one messag
 
 
 def write_catalogue(catalog: Catalog, path: Path) -> None:
-    """Write ``catalog`` in Babel's PO form: unwrapped lines, no dates, so that git diffs show only text."""
-    chapter = path.parent.parent.name
-    catalog.header_comment = HEADER.format(language=path.stem, chapter=chapter)
-    catalog.msgid_bugs_address = f"{CONFIG.repo_url}/issues"
-    catalog.last_translator = "the course's translators"
-    catalog.language_team = f"{path.stem} <{CONFIG.repo_url}/issues>"
-    catalog.creation_date = catalog.revision_date = None  # type: ignore[assignment]
-    buffer = io.BytesIO()
-    write_po(buffer, catalog, width=0, omit_header=False, ignore_obsolete=True, include_previous=True,
-             sort_output=False)
-    text = re.sub(rb'^"(POT-Creation-Date|PO-Revision-Date|Generated-By): [^"]*\\n"\n', b"", buffer.getvalue(),
-                  flags=re.M)
+    """Write ``catalog`` in the course's PO form (:func:`grader.message_catalogues.po_bytes`), in cell order."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text)
+    header = HEADER.format(language=path.stem, chapter=path.parent.parent.name)
+    path.write_bytes(po_bytes(catalog, header, sort_output=False, include_lineno=True))
 
 
 def update(chapter: str, language: str, notebooks: Path = NOTEBOOKS, catalogue: Path | None = None) -> Catalog:
@@ -279,7 +270,6 @@ def cmd_translations(args: argparse.Namespace) -> int:
             print(f"{path.relative_to(REPO_ROOT)}: updated")
         return 0
     found = [p for language in TRANSLATED for chapter in ids for p in problems(chapter, language)]
-    from grader.message_catalogues import catalogue_problems
     found_messages = catalogue_problems() + (document_problems() if not args.id else [])
     for p in found:
         print(p)
