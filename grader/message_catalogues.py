@@ -168,7 +168,7 @@ def po_bytes(catalog: Catalog, header_comment: str, *, sort_output: bool = True,
     catalog.language_team = f"{catalog.locale} <{CONFIG.repo_url}/issues>"
     catalog.creation_date = catalog.revision_date = None  # type: ignore[assignment]
     buffer = io.BytesIO()
-    write_po(buffer, catalog, width=0, include_lineno=include_lineno, ignore_obsolete=True, include_previous=True,
+    write_po(buffer, catalog, width=0, include_lineno=include_lineno, ignore_obsolete=True, include_previous=False,
              sort_output=sort_output)
     return re.sub(rb'^"(POT-Creation-Date|PO-Revision-Date|Generated-By): [^"]*\\n"\n', b"", buffer.getvalue(),
                   flags=re.M)

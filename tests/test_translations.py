@@ -76,6 +76,9 @@ def test_a_changed_english_cell_is_stale_then_fuzzy_with_its_old_translation_kep
     update(chapter, ZH, notebooks, po)
     message = next(m for m in read_catalogue(po) if m.context == cell.id)
     assert message.fuzzy and message.string == old_translation and "One more English sentence." in message.id
+    written = po.read_bytes()   # a second update changes nothing, and leaves no mangled old-English comments
+    update(chapter, ZH, notebooks, po)
+    assert po.read_bytes() == written and b"\n# |" not in written
     assert [(p.cell, p.what.split(":")[0]) for p in problems(chapter, ZH, notebooks, po)] == [(cell.id, "fuzzy")]
 
     # a new English cell appears untranslated; once translated and unflagged, the chapter is complete again
