@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
