@@ -28,7 +28,8 @@ pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grader_safety")]  #
 A = "03_vector_add"
 HONEST = ["ada_correct", "mia_noisy", "jay_huge_output", "vic_harm_others", "xan_display_flood", HONEST_AFTER]
 CHEATS = ["fay_torch_result", "gus_monkeypatch", "hal_hardcoded", "kim_tamper", "rex_token_launch",
-          "uma_hooks_and_outputs", "abe_patched_launcher", "sly_right_only_off_the_record"]
+          "uma_hooks_and_outputs", "abe_patched_launcher", "sly_right_only_off_the_record",
+          "lan_chinese_messages_and_torch_result"]
 #: Loads whose mask is no mask (None, by keyword or position; True; always true), or an unmasked load in a second
 #: kernel the call launches: only the masked-load test is lost (utils/static.py).
 MASK_DODGES = ["nia_mask_none", "otto_positional_none", "ravi_mask_true", "tom_always_true_mask",
@@ -98,6 +99,18 @@ def test_cheats_earn_nothing(graded, student):
         r = graded["by"][student][gid]
         assert r.points == 0 and r.status == "failed", r
     assert graded["by"][student]["test_add_bandwidth"].points == 0
+
+
+def test_a_submission_that_switches_the_language_changes_no_verdict(graded):
+    """The student's own process speaks Chinese (set_language, TRITON_COURSE_LANGUAGE) and returns PyTorch's sum: the
+    judge's verdicts, decided and worded in its own process, stay English and give nothing; the honest students graded
+    in the same class keep every point (test_honest_submissions_keep_every_point)."""
+    import re
+
+    cjk = re.compile("[\u4e00-\u9fff]")
+    for gid in CORRECTNESS:
+        r = graded["by"]["lan_chinese_messages_and_torch_result"][gid]
+        assert r.points == 0 and r.status == "failed" and r.message and not cjk.search(r.message), r
 
 
 @pytest.mark.parametrize("student", SMUGGLERS)

@@ -1214,3 +1214,36 @@ def test_a_chapter_added_since_a_gpu_record_is_reported_not_measured_never_faile
         test_grading_was_timed_on_one_and_on_two_gpus()
     with pytest.raises(AssertionError, match="does not have"):
         _chapters_on_gpu({"11_gone"}, "a record")
+
+
+def test_chapter_09s_class_with_its_corpus_met_its_target_and_kept_every_honest_point():
+    """tests/gpu/records/gpu_class_throughput_09_class.json (an H100, 2026-12-05): the class issue 46 asks for, 20 honest
+    copies and 11 corpus cases with a hang and a crash, graded 10 at once after the memory fixes. The rate counts all 31,
+    meets the 30 s target, every honest copy has every point and every corpus case lost what its kind says; the docs
+    quote it."""
+    r = _result("gpu_class_throughput_09_class")
+    finished = r["finished_at_s"]
+    assert r["class_size"] == r["graded"] == len(finished) == 31 and r["rate"]["class_complete"]
+    kinds = {case["kind"] for case in r["corpus_outcomes"].values()}
+    assert {"hang", "crash", "cheat"} <= kinds and len(r["corpus_outcomes"]) == 11
+    everyone = (max(finished.values()) - min(finished.values())) / len(finished)
+    assert abs(r["steady_s_per_submission"] - everyone) <= 0.01 < r["target_s"] - everyone
+    assert r["rate"]["meets_target"] and r["every_honest_copy_full_marks"]
+    honest = {k: v for k, v in r["points"].items() if "/ada_correct_" in k}
+    assert len(honest) == 20 and set(honest.values()) == {"26 / 26"}
+    assert all(case["as_labelled"] for case in r["corpus_outcomes"].values())
+    assert not [k for k in r["not_full_marks"] if "/ada_correct_" in k]
+    for doc in ("scale.md", "instructors.md"):
+        text = " ".join((ROOT / "docs" / doc).read_text().split())
+        assert f"{r['steady_s_per_submission']:.1f}" in text and "H100" in text, doc
+
+
+def test_the_cells_added_to_02_and_03_ran_on_a_gpu():
+    """tests/gpu/records/gpu_nbval_h100.json: 02's CUDA-graph timing and profiler cells and 03's debugging cells ran
+    under nbval on a GPU; 11's one failure was its speed test at the estimated target the record replaced."""
+    r = _result("gpu_nbval_h100")
+    runs = r["notebooks"]
+    for chapter in ("02_benchmarking", "03_vector_add"):
+        assert runs[chapter]["exit_code"] == 0 and "failed" not in runs[chapter]["result"], chapter
+    assert runs["11_attention_backward"]["result"].startswith("1 failed")
+    assert "test_grads_speed" in runs["11_attention_backward"]["failures"] or "target 60%" in runs["11_attention_backward"]["failures"]

@@ -1,7 +1,7 @@
 """What `python tests/gpu/measure.py 10_rowwise_backward` records on a GPU: forward plus backward (dx and dw) of the
 chapter's RMSNorm, both ways of summing dw, beside PyTorch autograd, torch.compile and Liger-Kernel (skipped, with the
 reason, where it does not import); softmax's backward beside PyTorch's; the backward alone under the grader's
-protocol (its bandwidth check, whose 60% target is an estimate until this record exists); and how many elements of dw
+protocol (its bandwidth check: the model answer's fraction of a same-size copy against the test's target); and how many elements of dw
 two atomic runs disagree on."""
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from triton_course.rowwise_backward import (peer_functions, rmsnorm_bytes, rstd_
 M = 4096
 WIDTHS = (1024, 2048, 4096, 8192)
 ROUNDS = 7
+#: The bandwidth test's fraction of a same-size copy (test_rmsnorm_backward_bandwidth), set from this record.
+TARGET = 0.45
 
 
 def _rmsnorm_row(ns, n, peers):
@@ -71,7 +73,7 @@ def _bandwidth_check(ns):
         fn = (lambda a: lambda x, w, r, dy: ns["rmsnorm_backward"](x, w, r, dy, atomic=a))(atomic)
         achieved, copy = same_size_copy_gbps(fn, make, nbytes, f"rmsnorm_backward ({name})")
         out[name] = {"gbps": round(achieved, 1), "same_size_copy_gbps": round(copy, 1),
-                     "fraction_of_same_size_copy": round(achieved / copy, 3), "passes_estimated_target_0.6": achieved >= 0.6 * copy}
+                     "fraction_of_same_size_copy": round(achieved / copy, 3), "target": TARGET, "passes": achieved >= TARGET * copy}
     return out
 
 

@@ -194,3 +194,39 @@ def test_a_mistake_graded_by_real_autograde_loses_only_its_points(tmp_path):
         assert records[test].status == "failed" and "P * (dP - D)" in records[test].message, records[test]
     for test in GPU_ONLY:
         assert records[test].status == "not_graded" and records[test].points == 0
+
+
+def test_the_speed_target_is_set_on_the_record_and_the_notebook_quotes_the_record():
+    """The hidden speed test's fraction is measure.py's SPEED_FRACTION, at least a fifth under the model answer's
+    ratio to SDPA at the test's shape on a GPU, and the reading and the appendix quote the record's ratios."""
+    import importlib.util
+    import json
+    import re
+
+    import nbformat
+
+    from tests.gpu_sizes import cell_source
+
+    folder = Path(__file__).parent
+    record = json.loads((folder / "records" / f"{CHAPTER}.json").read_text())
+    spec = importlib.util.spec_from_file_location("measure_11", folder / "measure.py")
+    measure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(measure)
+    source, points = cell_source(CHAPTER, "test_grads_speed")
+    fraction = float(re.search(r"fraction=([0-9.]+)", source).group(1))
+    reached = record["speed_check"]["ratio_to_sdpa"]
+    assert points > 0 and fraction == measure.SPEED_FRACTION and reached >= 1.25 * fraction, (fraction, reached)
+    assert f"a margin of {reached / fraction - 1:.0%}" in source
+
+    nb = nbformat.read(folder / f"{CHAPTER}.ipynb", as_version=4)
+    text = " ".join(" ".join(c.source.split()) for c in nb.cells if c.cell_type == "markdown")
+    by_d = {d: [r["ratio_to_sdpa"] for r in record["rows"] if r["D"] == d] for d in (64, 128)}
+    every = by_d[64] + by_d[128]
+    for quote in (f"reaches {min(every):.2f}-{max(every):.2f} of SDPA (appendix)", f"the speed test asks for {fraction}",
+                  f"{min(by_d[64]):.2f}-{max(by_d[64]):.2f} of SDPA at `D = 64`",
+                  f"{min(by_d[128]):.2f}-{max(by_d[128]):.2f} at `D = 128`",
+                  f"The speed test's {fraction:.0%} leaves the model answer a margin of {reached / fraction - 1:.0%}",
+                  f"at its shape ({reached:.2f})",
+                  f"was {math.ceil(max(record['gpu_accuracy'].values()) * 100)}% of the notebook's tolerance"):
+        assert quote in text, quote
+    assert max(every) < 0.78 and max(record["gpu_accuracy"].values()) < 1

@@ -6,6 +6,8 @@
 # it lacks here first, in two folders that git ignores, and carry both with the call (.whl and .deb):
 #
 #   ../shared/device/wheels.sh .whl                                   # nbgrader, nbval, Jupyter's kernels
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl babel liger-kernel
+#                                     # Babel: the grader's translations; Liger-Kernel: a peer of 06 and 10
 #   mkdir -p .deb && (cd .deb && apt-get download bubblewrap) && echo /.deb/ >> .git/info/exclude
 #
 # bubblewrap is unpacked into /opt/bwrap, never into /: Debian's packages put libraries under /lib, and

@@ -9,7 +9,9 @@
 #   1. each chapter's measurements (tests/gpu/measure.py): 07 and 09, whose targets are set on the model answers;
 #   2. chapter 09's class: 20 honest copies and its whole corpus, 10 at once (gpu_class_throughput.py 09);
 #   3. every chapter's model answer graded twice, with the corpus cases of 05-09 named below;
-#   4. nbval of the solution notebooks of 07 and 09 on the GPU.
+#   4. nbval of the solution notebooks of 07 and 09 on the GPU;
+#   5. chapters 10 and 11 measured beside their peers (autograd, torch.compile, Liger-Kernel, SDPA's backward);
+#   6. nbval of the solution notebooks of 02, 03, 10 and 11 on the GPU (the cells added for issues 45 and 47).
 RES=${RES:-/tmp/res}
 STEPS=${STEPS:-1 2 3 4}
 mkdir -p "$RES"
@@ -23,10 +25,13 @@ for step in $STEPS; do
        python3 tests/gpu/measure.py 09_attention --out "$RES" > "$RES/measure_09.log" 2>&1 ;;
     2) python3 tests/gpu/gpu_class_throughput.py 09 --workers 10 --name 09_class --out "$RES" > "$RES/class_09.log" 2>&1 ;;
     3) python3 tests/gpu/gpu_class_throughput.py course --students 2 --workers 9 --name course_twice \
-         --chapters 01_gpu_model,02_benchmarking,03_vector_add,04_gelu,05_softmax,06_rmsnorm,07_matmul_relu,08_fusion,09_attention \
          --corpus kim_online_sum_not_rescaled,lou_sum_of_squares_of_last_block,jon_row_loop_stops_after_first_block,pat_calls_the_fast_path \
          --out "$RES" > "$RES/course_twice.log" 2>&1 ;;
     4) python3 tests/gpu/gpu_nbval.py 07_matmul_relu 09_attention --out "$RES/gpu_nbval_07_09.json" > "$RES/nbval.log" 2>&1 ;;
+    5) python3 tests/gpu/measure.py 10_rowwise_backward --out "$RES" > "$RES/measure_10.log" 2>&1
+       python3 tests/gpu/measure.py 11_attention_backward --out "$RES" > "$RES/measure_11.log" 2>&1 ;;
+    6) python3 tests/gpu/gpu_nbval.py 02_benchmarking 03_vector_add 10_rowwise_backward 11_attention_backward \
+         --out "$RES/gpu_nbval_02_03_10_11.json" > "$RES/nbval_02_03_10_11.log" 2>&1 ;;
   esac
   echo "step $step done: $(date -u +%FT%TZ)" >> "$RES/steps.log"
 done
