@@ -234,7 +234,8 @@ class CourseExecute(Execute):
         cell.outputs = []
         if not cell.source.strip():
             return
-        outcome = run_test_cell_on_a_shared_gpu(cell.source, self._session.namespace_for(grade_id), grade_id)
+        outcome = run_test_cell_on_a_shared_gpu(cell.source, self._session.namespace_for(grade_id), grade_id,
+                                                reclaim=self._session.gpu_lock.reclaim_memory)
         self.code_cells_executed += 1
         cell.execution_count = self.code_cells_executed
         outs = []
@@ -415,6 +416,9 @@ class CourseExecute(Execute):
         meta["execute_s"] = round(time.perf_counter() - began_all, 3)  # this step's whole time, in nbgrader's
         meta["timing"] = self._session.timing_rounds  # every timed round: graph or not, both clocks
         meta["gpu_lock"] = self._session.gpu_lock.history  # every timed hold: who else was registered, frozen, drained
+        # GPU memory taken back from submissions over their share when a test ran out, and this one's largest holding
+        meta["gpu_memory"] = {"reclaims": self._session.gpu_lock.reclaims,
+                              "peak_gpu_bytes": self._session.gpu_lock.peak_gpu_bytes}
         meta["quiet_while_judge_times"] = [m["name"] for m in self._session.own_sandboxes]
 
 

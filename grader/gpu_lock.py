@@ -34,8 +34,25 @@ kernel restarts, the cell in flight fails and says why, :func:`kill_note`), so t
 slow the timed loops of the others, nor its own yardstick. Where NVML cannot name processes, the hold goes on
 after the wait and the log says so.
 
+Memory is not shared out by freezing: a frozen process keeps what it holds, and a notebook that keeps most of the
+GPU's memory (a huge tensor in a global, a thread that takes whatever is freed) would make the other submissions'
+tests fail for want of memory, try after try. So when a hidden test runs out of GPU memory, its judge asks the lock
+to reclaim some before it tries again (:meth:`GpuLock.reclaim_memory`, called by
+:func:`grader.judge.run_test_cell_on_a_shared_gpu`). NVML names the memory each process holds
+(:func:`process_memory`); a submission is every registered sandbox of one judge (the kernel's and the re-run's:
+members with the same ``owner``), and holds what their processes hold; judges are trusted, never counted nor
+killed. A submission may hold its fair share, the GPU's memory over the submissions registered on it, and never less
+than an honest timed round may take (:func:`limit`: the judge has the student's process prepare up to half of the
+free memory, 40 GiB at most, of input sets, outside the exclusive hold). Every process of each sandbox of a
+submission over that which holds memory is killed, and a note tells its notebook why (:func:`kill_note`,
+:func:`memory_note`): its kernel restarts, as after a crash. The asking judge's own submission is held to the same
+share: a notebook that hoards memory starves its own judge first, and exempting it would leave it to whichever
+other judge ran out next. Nothing is killed where NVML cannot name processes. Each timed hold also records what the
+judge's own sandboxes held on the GPU (``own_gpu_gib``; the most seen: :attr:`GpuLock.peak_gpu_bytes`).
+
 Without ``COURSE_GPU_LOCK_DIR`` nothing waits and no other submission is frozen (one submission per GPU); the
-submission's own sandboxes are still quieted while the judge times its yardstick.
+submission's own sandboxes are still quieted while the judge times its yardstick, and running out of GPU memory
+is the submission's own doing: nothing is reclaimed.
 """
 
 from __future__ import annotations
@@ -48,7 +65,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 LOCK_DIR_ENV = "COURSE_GPU_LOCK_DIR"
@@ -59,11 +77,42 @@ DRAIN_TIMEOUT_S = 60.0
 KILLED_DRAIN_S = 10.0
 #: How far back NVML's per-process samples are read when naming the processes that keep the GPU busy.
 BUSY_WINDOW_S = 2.0
-#: Written beside a sandbox's pid file when its processes were killed for keeping the GPU busy.
+#: Written beside a sandbox's pid file when its processes were killed for keeping the GPU busy, or for holding more
+#: than their share of its memory.
 KILL_NOTE = "gpu-killed.txt"
 #: How long the GPU must read idle before the judge times its own yardstick with the submission frozen: longer
 #: than NVML's sample period on current GPUs (1/6 s), so that work launched the moment before is seen.
 QUIET_SETTLE_S = 0.25
+GIB = 1 << 30
+#: An honest timed round has the student's process hold up to half of the free GPU memory, 40 GiB at most, in
+#: input sets and outputs (``grader.judge_timing.calls_for``), from its "prepare" step to its "verify" step, under
+#: the shared hold; a round whose judge side failed leaves them there until the next round. No submission's share
+#: of the GPU's memory is less than that (half of the GPU on a smaller one) ...
+TIMED_ROUND_BYTES = 40 * GIB
+#: ... plus this: its CUDA contexts, the kernel's own tensors and scratch, what the notebook's cells keep.
+MARGIN_BYTES = 4 * GIB
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """One reading of NVML: the GPU's memory (bytes), and what each process with a context on it holds."""
+
+    total: int
+    by_pid: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """A submission whose sandboxes' processes :meth:`GpuLock.reclaim_memory` killed for holding more GPU memory
+    than :func:`limit`."""
+
+    owner: int                    # its judge's pid
+    own: bool                     # the submission of the judge that asked
+    sandboxes: tuple[str, ...]    # the sandboxes whose processes were killed
+    pids: tuple[int, ...]         # the processes killed
+    held: int                     # bytes its sandboxes held
+    limit: int                    # bytes it could have held
+    submissions: int              # submissions registered on the GPU
 
 
 class GpuLock:
@@ -77,6 +126,10 @@ class GpuLock:
         self._frozen: list[dict] = []  # what the current exclusive hold froze
         #: what the exclusive holds of this process did: [frozen sandboxes, drain ms], for the log and tests
         self.history: list[dict] = []
+        #: what each :meth:`reclaim_memory` of this process saw and did (not holds: kept apart from ``history``)
+        self.reclaims: list[dict] = []
+        #: the most GPU memory (bytes) this process's own sandboxes were seen to hold (timed holds, reclaims)
+        self.peak_gpu_bytes: int | None = None
 
     @classmethod
     def from_env(cls) -> "GpuLock":
@@ -226,11 +279,12 @@ class GpuLock:
                 members = self._members_alive()
                 others = [m for m in members if int(m["owner"]) != os.getpid()]
                 mine = [m for m in members if int(m["owner"]) == os.getpid()]
+                own_bytes = self._own_gpu_bytes(mine)   # its timed round's input sets are made by now
                 if others:
                     watchdog = _start_watchdog(self.folder, self.gpu)
                 self._frozen = self._freeze(others, judge=True)
                 entry = {"registered": len(others), "frozen": [f"{h['name']}:{h['mode']}" for h in self._frozen],
-                         "drain_ms": 0.0}
+                         "drain_ms": 0.0, "own_gpu_gib": None if own_bytes is None else round(own_bytes / GIB, 2)}
                 drained = "not drained (nothing frozen)"
                 if self._frozen:
                     own = self._freeze(mine, judge=False)  # its own queued work must drain too ...
@@ -290,6 +344,114 @@ class GpuLock:
                   f"{DRAIN_TIMEOUT_S:.0f} s after it was frozen", file=sys.stderr, flush=True)
             stopped.append(name)
         return stopped
+
+    # -- GPU memory ------------------------------------------------------------------------------------
+    def _own_gpu_bytes(self, mine: list[dict]) -> int | None:
+        """Bytes this process's own sandboxes (``mine``) hold on the GPU now, also kept in :attr:`peak_gpu_bytes`;
+        None when they are not registered or NVML cannot say."""
+        from grader.freezer import sandbox_pids
+
+        reading = process_memory(self.gpu) if mine else None
+        if reading is None:
+            return None
+        held = held_by(set().union(*(sandbox_pids(m) for m in mine)), reading)
+        self.peak_gpu_bytes = max(self.peak_gpu_bytes or 0, held)
+        return held
+
+    def reclaim_memory(self, read: Callable[[str], GpuMemory | None] | None = None) -> list[Reclaimed]:
+        """Called by a judge whose hidden test ran out of GPU memory, before it tries again: each submission
+        registered on this GPU (all sandboxes of one judge) whose sandboxes hold more than :func:`limit` has
+        every process of those of its sandboxes that hold GPU memory killed, and a note left beside each
+        (:func:`kill_note`, :func:`memory_note`); returns those submissions.
+
+        The caller's own submission is held to the same limit, and is killed too when it is the one over it (a
+        notebook that hoards memory starves its own judge first). Judges are never killed, nor counted: only
+        processes of sandboxes are. Nothing is killed without a lock folder (one submission per GPU: running out
+        is its own doing), nor where NVML cannot name the processes (``read``, :func:`process_memory` unless given,
+        returns None)."""
+        from grader.freezer import kill, sandbox_pids
+
+        if self.folder is None:
+            return []
+        reading = (read or process_memory)(self.gpu)
+        if reading is None:
+            print(f"course-gpu-lock: GPU {self.gpu}: a test ran out of memory; NVML cannot say which processes hold "
+                  "it: nothing reclaimed", file=sys.stderr, flush=True)
+            return []
+        groups: dict[int, list[dict]] = {}
+        for member in self._members_alive():
+            groups.setdefault(int(member["owner"]), []).append(member)
+        if not groups:
+            return []
+        cap, held, over = over_limit(groups, reading, sandbox_pids)
+        if os.getpid() in held:
+            self.peak_gpu_bytes = max(self.peak_gpu_bytes or 0, held[os.getpid()])
+        judges = {1, os.getpid(), *groups} | {int(m["judge_pid"]) for ms in groups.values() for m in ms
+                                              if m.get("judge_pid")}
+        reclaimed: list[Reclaimed] = []
+        for owner in over:
+            names, pids = [], []
+            for member in groups[owner]:
+                procs = sandbox_pids(member) - judges
+                if not any(reading.by_pid.get(pid, 0) > 0 for pid in procs):
+                    continue   # this sandbox of the submission holds nothing (the re-run's, between calls)
+                name = str(member.get("name", "?"))
+                pids += kill(procs)
+                with contextlib.suppress(KeyError, OSError):
+                    Path(member["pidfile"]).with_name(KILL_NOTE).write_text(
+                        memory_note(self.gpu, held[owner], cap, reading.total, len(groups)))
+                names.append(name)
+            if names:
+                reclaimed.append(Reclaimed(owner, owner == os.getpid(), tuple(names), tuple(sorted(pids)),
+                                           held[owner], cap, len(groups)))
+        gib = ", ".join(f"{held[o] / GIB:.1f}" for o in sorted(held, key=held.__getitem__, reverse=True))
+        killed = "; ".join(f"killed {list(r.pids)} of {', '.join(r.sandboxes)}: {r.held / GIB:.1f} GiB"
+                           for r in reclaimed)
+        print(f"course-gpu-lock: GPU {self.gpu}: a test ran out of memory; the {len(groups)} submission(s) registered "
+              f"hold {gib} GiB, at most {cap / GIB:.1f} GiB each; " + (killed or "none over it: nothing killed"),
+              file=sys.stderr, flush=True)
+        self.reclaims.append({"submissions": len(groups), "limit_gib": round(cap / GIB, 2),
+                              "held_gib": sorted((round(b / GIB, 2) for b in held.values()), reverse=True),
+                              "own_gib": round(held[os.getpid()] / GIB, 2) if os.getpid() in held else None,
+                              "killed": [list(r.sandboxes) for r in reclaimed]})
+        return reclaimed
+
+
+def reclaim_gpu_memory() -> list[Reclaimed]:
+    """:meth:`GpuLock.reclaim_memory` on this process's GPU (:meth:`GpuLock.from_env`): what the judge calls before
+    it tries again a test that ran out of GPU memory."""
+    return GpuLock.from_env().reclaim_memory()
+
+
+def limit(total: int, submissions: int) -> int:
+    """The most GPU memory (bytes) one submission's sandboxes may hold while another runs out: its fair share of the
+    GPU's ``total`` among ``submissions``, and never less than an honest timed round may take
+    (:data:`TIMED_ROUND_BYTES`, or half the GPU if smaller, plus :data:`MARGIN_BYTES`)."""
+    return max(total // max(1, submissions), min(total // 2, TIMED_ROUND_BYTES) + MARGIN_BYTES)
+
+
+def held_by(pids: Iterable[int], reading: GpuMemory) -> int:
+    """Bytes that the processes ``pids`` hold on the GPU, as NVML read them."""
+    return sum(reading.by_pid.get(pid, 0) for pid in set(pids))
+
+
+def over_limit(submissions: dict[int, list[dict]], reading: GpuMemory,
+               sandbox_pids: Callable[[dict], set[int]]) -> tuple[int, dict[int, int], list[int]]:
+    """(the limit, bytes held per submission, the submissions over it). ``submissions``: judge pid -> its registered
+    sandboxes (:meth:`GpuLock.register`'s member dicts); ``sandbox_pids``: :func:`grader.freezer.sandbox_pids`."""
+    cap = limit(reading.total, len(submissions))
+    held = {owner: held_by(set().union(*(sandbox_pids(m) for m in members)), reading)
+            for owner, members in submissions.items()}
+    return cap, held, sorted(owner for owner, b in held.items() if b > cap)
+
+
+def memory_note(gpu: str, held: int, cap: int, total: int, submissions: int) -> str:
+    """What the notebook of a submission whose processes were killed for the memory they held is told."""
+    return (f"The grader stopped this notebook's processes on GPU {gpu}: they held {held / GIB:.1f} GiB of its memory "
+            f"when a hidden test there ran out of memory, more than the {cap / GIB:.1f} GiB a submission may hold "
+            f"(the GPU's {total / GIB:.0f} GiB are shared by the {submissions} submissions graded on it at once). "
+            "Memory kept in a global (a large tensor, a cache) or taken by a thread left running starves the others' "
+            "tests; free what a cell no longer needs. The notebook's kernel restarts; this cell did not finish.")
 
 
 def kill_note(staging: Path) -> str | None:
@@ -428,6 +590,89 @@ def busy_pids(gpu: str, window_s: float = BUSY_WINDOW_S) -> set[int] | None:
     if rc != 0:
         return None
     return {int(s.pid) for s in samples[:count.value] if s.smUtil > 0}
+
+
+NVML_SUCCESS = 0
+NVML_VALUE_NOT_AVAILABLE = (1 << 64) - 1
+
+
+class _ProcessInfo(ctypes.Structure):
+    """``nvmlProcessInfo_t`` (``nvmlProcessInfo_v2_t``) of ``nvmlDeviceGetComputeRunningProcesses_v3``."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
+                ("computeInstanceId", ctypes.c_uint)]
+
+
+class _ProcessInfoR535(ctypes.Structure):
+    """The same with ``usedGpuCcProtectedMemory``, as the first R535 drivers wrote it without a version bump."""
+
+    _fields_ = [*_ProcessInfo._fields_, ("usedGpuCcProtectedMemory", ctypes.c_ulonglong)]
+
+
+class _Memory(ctypes.Structure):
+    """``nvmlMemory_t`` of ``nvmlDeviceGetMemoryInfo``."""
+
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+def total_memory(gpu: str) -> int | None:
+    """The GPU's memory in bytes (``nvmlDeviceGetMemoryInfo``), or None when NVML cannot say."""
+    handle = _device(gpu)
+    if handle is None:
+        return None
+    info = _Memory()
+    if _nvml().nvmlDeviceGetMemoryInfo(handle, ctypes.byref(info)) != NVML_SUCCESS:  # type: ignore[union-attr]
+        return None
+    return int(info.total)
+
+
+def process_memory(gpu: str) -> GpuMemory | None:
+    """The GPU's memory and the bytes each process with a compute context holds on it (PIDs as this process sees
+    them), or None when NVML is missing, fails, or gives a reading that does not parse. A process whose memory
+    NVML does not know is left out: it is never the reason for a kill."""
+    handle, total = _device(gpu), total_memory(gpu)
+    if handle is None or total is None:
+        return None
+    lib = _nvml()
+    query = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)   # R510 and later
+    query = query or getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v2", None)   # the same layout
+    if query is None:
+        return None
+    count = ctypes.c_uint(0)
+    rc = query(handle, ctypes.byref(count), None)
+    if rc == NVML_SUCCESS:                 # no process has a context on the GPU
+        return GpuMemory(total, {})
+    if rc != NVML_INSUFFICIENT_SIZE:
+        return None
+    room = count.value + 8                 # processes that start meanwhile
+    buf = (ctypes.c_ubyte * (room * ctypes.sizeof(_ProcessInfoR535)))()   # room for either layout
+    count = ctypes.c_uint(room)
+    if query(handle, ctypes.byref(count), buf) != NVML_SUCCESS:
+        return None
+    return parse_processes(buf, count.value, total)
+
+
+def _plausible(entries: list, total: int) -> bool:
+    """Entries read with the right layout: real pids, a MIG id or 0xFFFFFFFF, memory within the GPU's (or unknown)."""
+    return all(0 < e.pid < (1 << 22) and (e.gpuInstanceId == 0xFFFFFFFF or e.gpuInstanceId < 64)
+               and (e.computeInstanceId == 0xFFFFFFFF or e.computeInstanceId < 64)
+               and (e.usedGpuMemory <= total or e.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE) for e in entries)
+
+
+def parse_processes(buf: ctypes.Array, count: int, total: int) -> GpuMemory | None:
+    """The reading in ``buf``, ``count`` entries that NVML wrote: in the documented layout, else in the one the
+    first R535 drivers wrote (8 more bytes an entry); None when neither parses (nothing is then killed)."""
+    for layout in (_ProcessInfo, _ProcessInfoR535):
+        if count * ctypes.sizeof(layout) > ctypes.sizeof(buf):
+            continue
+        entries = list((layout * count).from_buffer(buf))
+        if _plausible(entries, total):
+            by_pid: dict[int, int] = {}
+            for e in entries:   # a process listed twice (MIG instances) counts once, at its largest
+                if e.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE:
+                    by_pid[int(e.pid)] = max(by_pid.get(int(e.pid), 0), int(e.usedGpuMemory))
+            return GpuMemory(total, by_pid)
+    return None
 
 
 def drain(gpu: str, timeout_s: float = DRAIN_TIMEOUT_S, settle_s: float = 0.0) -> float | None:

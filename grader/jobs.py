@@ -237,7 +237,7 @@ def _read_scores(ws: Path, job: GradingJob, graded_nb: Path, notes: list[str]) -
         _repair_gradebook(ws, job, {r.grade_id: r.points for r in records})
     return JobResult(records, notes, meta={k: info.get(k) for k in ("sandbox", "seed_sha", "relaunch",
                                                                      "quiet_while_judge_times", "timing",
-                                                                     "gpu_lock")})
+                                                                     "gpu_lock", "gpu_memory")})
 
 
 def _repair_gradebook(ws: Path, job: GradingJob, points: dict[str, float]) -> None:

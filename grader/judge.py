@@ -23,8 +23,10 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +35,7 @@ import torch
 import triton_course
 from grader.judge_calls import (CallResult, InProcessTransport, JudgeCalls, RemoteFunction, Seed,  # noqa: F401
                                 StudentCrashed, StudentTimeout, Transport, output_budget, work_problems)
+from grader.gpu_lock import Reclaimed, reclaim_gpu_memory
 from grader.judge_timing import ProxyTiming
 from grader.relauncher import Relauncher
 from triton_course.checks import CheckFailed
@@ -127,7 +130,8 @@ class TestOutcome:
 
 
 #: Seconds waited before each new try of a test cell that ran out of GPU memory: the memory other submissions'
-#: processes held may be back by then (their caches are released after every call and every test cell).
+#: processes held may be back by then (their caches are released after every call and every test cell, and the
+#: processes of a submission over its share are killed before the wait: grader.gpu_lock.GpuLock.reclaim_memory).
 OUT_OF_MEMORY_WAITS_S = (5.0, 20.0)
 
 
@@ -149,19 +153,33 @@ def release_cached_gpu_memory() -> None:
 
 def run_test_cell_on_a_shared_gpu(source: str, ns: dict[str, Any], name: str = "hidden test",
                                   waits: tuple[float, ...] = OUT_OF_MEMORY_WAITS_S,
-                                  sleep: Any = time.sleep) -> TestOutcome:
+                                  sleep: Callable[[float], Any] = time.sleep,
+                                  reclaim: Callable[[], Sequence[Reclaimed]] | None = None) -> TestOutcome:
     """:func:`run_test_cell`, tried again (after each of ``waits``) while it fails only for want of GPU memory.
 
-    Several submissions are graded at once on one GPU, and memory is the one resource the GPU lock does not share
-    out: an honest test must not lose its points because another process held memory at that moment. Each try
-    draws fresh inputs and checks everything again, so a try earns nothing a first try could not; a kernel that
-    needs more memory than the GPU has fails every try, with the last one's message and a note of the tries."""
+    Several submissions are graded at once on one GPU: an honest test must not lose its points because another
+    process held memory at that moment. Before each new try the judge gives back its own cached memory and asks the
+    GPU lock to reclaim memory from any submission on the GPU that holds more than its share (``reclaim``:
+    :func:`grader.gpu_lock.reclaim_gpu_memory` unless given: its processes are killed, :mod:`grader.gpu_lock`),
+    this one's own included. Each try draws fresh inputs and checks everything again, so a try earns nothing a
+    first try could not; a kernel that needs more memory than the GPU has fails every try, with the last one's
+    message and a note of the tries (and of the submissions memory was reclaimed from: how many, never whose)."""
+    reclaim = reclaim or reclaim_gpu_memory
     outcome = run_test_cell(source, ns, name)
-    tries = 1
+    tries, own = 1, False
+    others: set[int] = set()   # judges of the submissions memory was reclaimed from
     for wait in waits:
         if not ran_out_of_gpu_memory(outcome):
             break
         release_cached_gpu_memory()
+        try:
+            taken = reclaim()
+        except Exception as exc:   # a fault of the grader's own: it must not cost the test its try
+            print(f"course-gpu-lock: reclaiming GPU memory failed: {type(exc).__name__}: {exc}", file=sys.stderr,
+                  flush=True)
+            taken = []
+        others |= {r.owner for r in taken if not r.own}
+        own = own or any(r.own for r in taken)
         sleep(wait)
         outcome = run_test_cell(source, ns, name)
         tries += 1
@@ -169,6 +187,12 @@ def run_test_cell_on_a_shared_gpu(source: str, ns: dict[str, Any], name: str = "
     if tries > 1:
         outcome.notes.append(f"tried {tries} times: the GPU ran out of memory"
                              + (" every time" if ran_out_of_gpu_memory(outcome) else " before"))
+    if others:
+        outcome.notes.append(f"before trying again, the grader reclaimed GPU memory from {len(others)} other "
+                             "submission(s) graded on this GPU at the same time, which held more than their share")
+    if own:
+        outcome.notes.append("this notebook's own processes held more than its share of the GPU's memory, which "
+                             "is shared by the submissions graded on it at once: the grader stopped them")
     return outcome
 
 

@@ -48,6 +48,7 @@ from typing import Any
 
 import torch
 
+from grader.gpu_lock import TIMED_ROUND_BYTES
 from grader.judge_calls import JudgeCalls, RemoteFunction, work_problems
 from grader.phases import phase
 from triton_course.checks import CheckFailed, compare, describe
@@ -109,14 +110,15 @@ class ClockDisagreement(CheckFailed):
 
 
 def calls_for(bytes_per_call: int, device: str) -> int:
-    """How many distinct input sets fit: at most half the free GPU memory (or 40 GB), between 4 and 256.
+    """How many distinct input sets fit: at most half the free GPU memory (or :data:`grader.gpu_lock.TIMED_ROUND_BYTES`,
+    the figure the GPU lock's memory share leaves room for), between 4 and 256.
 
     More calls make the timed loop longer, and the judge's clock check tighter against its fixed slack:
     a small kernel (tens of microseconds) needs hundreds of calls for a loop of a few milliseconds."""
     if not device.startswith("cuda"):   # the interpreter (the course's own tests): a few calls do
         return int(max(4, min(24, (256 << 20) // max(1, bytes_per_call))))
     free, _ = torch.cuda.mem_get_info()
-    return int(max(4, min(256, min(free // 2, 40 << 30) // max(1, bytes_per_call))))
+    return int(max(4, min(256, min(free // 2, TIMED_ROUND_BYTES) // max(1, bytes_per_call))))
 
 
 def _output_bytes(templates: Sequence[Any], reference: Callable[..., Any]) -> int:

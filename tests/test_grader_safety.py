@@ -270,6 +270,8 @@ def test_records_name_their_provenance(graded):
     quiet = run["quiet_while_judge_times"]
     assert len(quiet) == 2 and quiet[1] == quiet[0] + "-relaunch" and quiet[0].startswith("course-sandbox-"), quiet
     assert run["course_commit"] and run["torch"] and run["gpu"]
+    # what the GPU lock took back from others when a test ran out of memory: nothing here (no GPU, no NVML)
+    assert run["gpu_memory"] == {"reclaims": [], "peak_gpu_bytes": None}, run["gpu_memory"]
 
 
 def test_a_planted_resume_record_is_not_trusted(graded, monkeypatch):

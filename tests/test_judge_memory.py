@@ -1,8 +1,9 @@
 """A hidden test that fails only because the shared grading GPU was out of memory is tried again; nothing else is.
 
 Ten submissions graded at once on one H200 ran seven honest copies of chapter 09 out of memory
-(tests/gpu/records/gpu_class_throughput_09_class_oom.json): memory is the one resource the GPU lock does not share
-out. These tests drive :func:`grader.judge.run_test_cell_on_a_shared_gpu` with test cells that fail as those did.
+(tests/gpu/records/gpu_class_throughput_09_class_oom.json). These tests drive
+:func:`grader.judge.run_test_cell_on_a_shared_gpu` with test cells that fail as those did; the GPU lock's reclaiming of
+memory before each new try stands in here as a counter (it is tested for real in tests/test_gpu_memory_share.py).
 """
 
 from grader.judge import OUT_OF_MEMORY_WAITS_S, run_test_cell_on_a_shared_gpu
@@ -25,8 +26,10 @@ def _run(error: Exception, failing: int):
     import torch
 
     state = {"tries": 0, "failing": failing, "error": error}
-    waits = Waits()
-    outcome = run_test_cell_on_a_shared_gpu(FAILS_UNTIL, {"state": state, "torch": torch}, "test_x", sleep=waits)
+    waits, reclaims = Waits(), []
+    outcome = run_test_cell_on_a_shared_gpu(FAILS_UNTIL, {"state": state, "torch": torch}, "test_x", sleep=waits,
+                                            reclaim=lambda: reclaims.append(state["tries"]) or [])
+    assert reclaims == list(range(1, len(waits) + 1)), "memory is reclaimed once before each new try, and only then"
     return outcome, state["tries"], waits
 
 

@@ -105,7 +105,10 @@ CORPUS: dict[str, tuple[Case, ...]] = {
                            ("gil_no_rescale", "mistake", "examples"), ("ben_untouched", "untouched", "examples"),
                            ("lin_right_only_up_to_2048_keys", "cheat", "attacks"),
                            ("sol_ten_times_slower", "cheat", "attacks"), ("ola_scores_in_the_output", "cheat", "attacks"),
-                           ("kip_keeps_its_buffers", "cheat", "attacks"), ("pat_calls_the_fast_path", "cheat", "attacks")),
+                           ("kip_keeps_its_buffers", "cheat", "attacks"), ("pat_calls_the_fast_path", "cheat", "attacks"),
+                           # keeps nearly all free GPU memory in a global: the GPU lock reclaims it (killed, restarted),
+                           # so it loses the tests it is stopped in; the honest copies beside it must keep every point
+                           ("max_holds_the_gpu_memory", "GPU memory hog", "attacks")),
     # Graded only when named (--corpus): the course's class takes its hangs and crashes, these on request.
     "05_softmax": _cases("05_softmax", ("kim_online_sum_not_rescaled", "cheat", "attacks")),
     "06_rmsnorm": _cases("06_rmsnorm", ("lou_sum_of_squares_of_last_block", "cheat", "attacks")),
