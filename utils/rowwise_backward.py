@@ -142,7 +142,7 @@ def _relative_error(c) -> float:
 
 SOFTMAX_HINTS = [
     Hint(lambda c, args: _matches(c, (lambda y, dy: y * dy)(*_softmax_parts(args))),
-         "the Σ term is missing: dx = y·dy is only the diagonal of softmax's Jacobian. Every output of a row depends "
+         "the Σ term is missing: dx = y·dy keeps only the diag(y) part of softmax's Jacobian diag(y) − y·yᵀ. Every output of a row depends "
          "on every input through the row's sum, so dx = y ⊙ (dy − Σ_k dy_k·y_k): reduce dy·y over the row first "
          "(tl.sum(dy * y, axis=...)), then subtract it."),
     Hint(lambda c, args: _matches(c, (lambda y, dy: y * (dy - dy.sum(-1, keepdim=True)))(*_softmax_parts(args))),

@@ -185,11 +185,11 @@ def test_the_bandwidth_target_is_set_on_the_record_and_the_notebook_quotes_the_r
               f"reach {widest['partial_sums_gbps']:,.0f} GB/s, {widest['partial_sums_gbps'] / widest['same_size_copy_gbps']:.0%} of a copy",
               f"expects **{fraction:.0%} of a copy", f"reached {reached:.0%} on the H100",
               f"reads {softmax[1024]:,.0f} GB/s at N = 1,024, above the {record['copy_gbps']:,.0f} GB/s",
-              f"under the copy ({softmax[8192]:,.0f} GB/s)", f"up to {drift['atomics']:,} of the 4,096 elements"]
+              f"under the copy ({softmax[4096]:,.0f} and {softmax[8192]:,.0f} GB/s)", f"up to {drift['atomics']:,} of the 4,096 elements"]
     for quote in quoted:
         assert quote in text, quote
     assert min(ratio["torch.compile"][1:]) > 1 > ratio["torch.compile"][0] and drift["partial_sums"] == 0
-    assert softmax[1024] > record["copy_gbps"] > softmax[8192]
+    assert softmax[1024] > record["copy_gbps"] > max(softmax[4096], softmax[8192])
     assert "H100" in record["device"]
 
 

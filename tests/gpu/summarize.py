@@ -40,8 +40,11 @@ def _scalars(record: dict, skip=("chapter", "command", "date", "device", "comput
             continue
         if isinstance(v, (int, float, str, bool)):
             out.append(f"{k}: {v}")
-        elif isinstance(v, dict) and all(isinstance(x, (int, float, str, bool)) for x in v.values()):
+        elif isinstance(v, dict) and v and all(isinstance(x, (int, float, str, bool)) for x in v.values()):
             out.append(f"{k}: " + ", ".join(f"{a}={b}" for a, b in v.items()))
+        elif isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()):   # one line per named part
+            out += [f"{k}, {a}: " + ", ".join(f"{c}={d}" for c, d in b.items()
+                                             if isinstance(d, (int, float, str, bool))) for a, b in v.items()]
     return out
 
 
@@ -77,6 +80,7 @@ def render(folder: Path) -> str:
         parts.append("- " + "; ".join(meta))
         parts.append(f"- reproduce: `{r.get('command', '?')}`")
         lines = r.get("summary") or _scalars(r)
+        lines = [lines] if isinstance(lines, str) else lines   # a one-line summary
         parts += [f"- {line}" for line in lines]
         parts.append(f"- full figures: [{path.name}]({path.name})\n")
     return "\n".join(parts).rstrip() + "\n"
