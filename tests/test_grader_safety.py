@@ -62,7 +62,8 @@ def graded(tmp_path_factory):
     before = {s.student: s.notebook.read_bytes() for s in subs if s.student not in LINKED}   # a FIFO would block
     os.environ["COURSE_TEST_ATTACK_ROOT"] = str(root)
     try:
-        records = grade_all(subs, root / "out", workers=2, cell_timeout_s=20)
+        # 3 at once on 2 cores: the hangs and crashes of the class wait on time limits and restarts, not on a CPU
+        records = grade_all(subs, root / "out", workers=3, cell_timeout_s=20)
     finally:
         del os.environ["COURSE_TEST_ATTACK_ROOT"]
     by = {}
