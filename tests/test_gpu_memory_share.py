@@ -112,6 +112,27 @@ def gpu(tmp_path):
             sub.close()
 
 
+@contextlib.contextmanager
+def own_sandbox(folder: Path, tmp_path: Path, judge_pid: int | None):
+    """A sandbox of this process (a judge too), registered as ``mine``: (its staging folder, its kernel's pid, the
+    lock); its process tree is killed on leaving."""
+    box = tmp_path / "mine"
+    box.mkdir()
+    root = subprocess.Popen(["/bin/sh", "-c", f"sleep 600 & echo $! > {box / 'kernel.pid'}; wait"],
+                            start_new_session=True)
+    try:
+        (box / "sandbox.pid").write_text(str(root.pid))
+        _wait_for(lambda: _written(box / "kernel.pid"))
+        lock = GpuLock(folder)
+        lock.register("mine", {"name": "mine", "pidfile": str(box / "sandbox.pid"), "judge_pid": judge_pid,
+                               "cgroup2": None, "cgroup1": None})
+        yield box, int((box / "kernel.pid").read_text()), lock
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(root.pid, signal.SIGKILL)
+        root.wait(10)
+
+
 def reader(by_pid: dict[int, float], total_gib: float = 80, calls: list | None = None):
     """NVML's reading, standing in: these pids hold these GiB of a ``total_gib`` GPU."""
     def read(gpu: str) -> GpuMemory:
@@ -206,27 +227,13 @@ def test_the_asking_judges_own_submission_is_not_exempt(gpu, tmp_path):
     """This process is a judge too, with a sandbox of its own that holds 60 GiB: it is the hog, and is killed;
     the others live. Its peak is kept."""
     folder, subs = gpu
-    box = tmp_path / "mine"
-    box.mkdir()
-    root = subprocess.Popen(["/bin/sh", "-c", f"sleep 600 & echo $! > {box / 'kernel.pid'}; wait"],
-                            start_new_session=True)
-    try:
-        (box / "sandbox.pid").write_text(str(root.pid))
-        _wait_for(lambda: _written(box / "kernel.pid"))
-        kernel = int((box / "kernel.pid").read_text())
-        lock = GpuLock(folder)
-        lock.register("mine", {"name": "mine", "pidfile": str(box / "sandbox.pid"), "judge_pid": os.getpid(),
-                               "cgroup2": None, "cgroup1": None})
+    with own_sandbox(folder, tmp_path, os.getpid()) as (box, kernel, lock):
         taken = lock.reclaim_memory(read=reader({kernel: 60, subs["honest"].kernel: 10}))
         assert [(r.own, r.sandboxes, r.submissions) for r in taken] == [(True, ("mine",), 4)]
         _wait_for(lambda: not _alive(kernel))
         assert all(s.sandbox_alive() == [True, True] for s in subs.values())
         assert lock.peak_gpu_bytes == 60 * GIB and lock.reclaims[-1]["own_gib"] == 60.0
         assert "60.0 GiB" in (kill_note(box) or "")
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(root.pid, signal.SIGKILL)
-        root.wait(10)
 
 
 def test_the_limit_is_the_fair_share_but_never_less_than_an_honest_timed_round():
@@ -331,17 +338,7 @@ def test_a_timed_hold_records_what_the_judges_own_sandboxes_hold(gpu, tmp_path, 
     """At each timed hold the lock reads (NVML, standing in) what this judge's own sandboxes hold: kept per hold
     and as the most seen."""
     folder, subs = gpu
-    box = tmp_path / "mine"
-    box.mkdir()
-    root = subprocess.Popen(["/bin/sh", "-c", f"sleep 600 & echo $! > {box / 'kernel.pid'}; wait"],
-                            start_new_session=True)
-    try:
-        (box / "sandbox.pid").write_text(str(root.pid))
-        _wait_for(lambda: _written(box / "kernel.pid"))
-        kernel = int((box / "kernel.pid").read_text())
-        lock = GpuLock(folder)
-        lock.register("mine", {"name": "mine", "pidfile": str(box / "sandbox.pid"), "judge_pid": None,
-                               "cgroup2": None, "cgroup1": None})
+    with own_sandbox(folder, tmp_path, None) as (_, kernel, lock):
         held = iter([12, 30, 7])
         monkeypatch.setattr(gl, "process_memory", lambda gpu: GpuMemory(
             80 * GIB, {kernel: int(next(held) * GIB), subs["hog"].kernel: 70 * GIB}))
@@ -350,7 +347,3 @@ def test_a_timed_hold_records_what_the_judges_own_sandboxes_hold(gpu, tmp_path, 
                 pass
         assert [h["own_gpu_gib"] for h in lock.history] == [12.0, 30.0, 7.0]
         assert lock.peak_gpu_bytes == 30 * GIB
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(root.pid, signal.SIGKILL)
-        root.wait(10)
