@@ -362,6 +362,27 @@ def test_body_probe_checks_every_body_under_the_interpreter():
     assert proc.stdout.count(": 9/9 correct") == 3, proc.stdout
 
 
+def test_backward_launch_probe_runs_both_kernels_under_the_interpreter():
+    """lab/sweeps/attention_backward_launches.py --dry-run: two launches of each of chapter 11's backward kernels,
+    read from the solution notebook, agree with the notebook's own launch; and the choice takes one warps/stages pair
+    for both kernels, the pair whose best launches sum to the least time."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(SWEEPS / "attention_backward_launches.py"), "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "dry run: 4 launches, 0 wrong or failed" in proc.stdout
+    sys.path.insert(0, str(SWEEPS))
+    import attention_backward_launches as probe
+
+    row = lambda kernel, held, w, s, ms: {"kernel": kernel, "held": held, "step": 32, "warps": w, "stages": s,  # noqa: E731
+                                          "ms": ms}
+    rows = [row("dkdv", 128, 4, 3, 1.0), row("dq", 64, 4, 3, 1.0),     # 2.0 with one pair
+            row("dkdv", 64, 8, 2, 0.5), row("dq", 128, 8, 2, 1.6),     # 2.1: each kernel's best alone is no choice
+            row("dq", 128, 4, 2, 0.1)]                                  # a pair with only one kernel timed
+    chosen = probe.choose(rows)
+    assert (chosen.block_kv, chosen.block_q, chosen.num_warps, chosen.num_stages) == (128, 64, 4, 3)
+
+
 def _gluon_dry_run(chapter: str, script: str, *args: str) -> subprocess.CompletedProcess | None:
     """``lab/sweeps/<script> --dry-run`` (no GPU, no interpreter), which compiles a chapter's Gluon kernels from
     its solution notebook for sm_90. None with a Triton whose Gluon is not in the form the notebooks need (3.5),

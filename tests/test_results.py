@@ -1239,12 +1239,39 @@ def test_chapter_09s_class_with_its_corpus_met_its_target_and_kept_every_honest_
         assert f"{r['steady_s_per_submission']:.1f}" in text and "H100" in text, doc
 
 
-def test_the_cells_added_to_02_and_03_ran_on_a_gpu():
-    """tests/gpu/records/gpu_nbval_h100.json: 02's CUDA-graph timing and profiler cells and 03's debugging cells ran
-    under nbval on a GPU; 11's one failure was its speed test at the estimated target the record replaced."""
+def test_the_cells_added_to_02_03_10_and_11_ran_on_a_gpu():
+    """tests/gpu/records/gpu_nbval_h100.json: 02's CUDA-graph timing and profiler cells, 03's debugging cells and
+    every cell of 10 and 11 ran under nbval on a GPU without a failure; 11's ran after its launch was chosen (the note
+    says so, and why its first run failed)."""
     r = _result("gpu_nbval_h100")
     runs = r["notebooks"]
-    for chapter in ("02_benchmarking", "03_vector_add"):
+    for chapter in ("02_benchmarking", "03_vector_add", "10_rowwise_backward", "11_attention_backward"):
         assert runs[chapter]["exit_code"] == 0 and "failed" not in runs[chapter]["result"], chapter
-    assert runs["11_attention_backward"]["result"].startswith("1 failed")
-    assert "test_grads_speed" in runs["11_attention_backward"]["failures"] or "target 60%" in runs["11_attention_backward"]["failures"]
+        assert "H100" in runs[chapter]["device"], chapter
+    assert "attention_backward_launches" in r["note"] and r["summary"] == [
+        f"{k}: {v['result']} ({v['date'][:10]})" for k, v in sorted(runs.items())]
+
+
+def test_chapter_03s_class_with_its_corpus_on_record_and_where_its_time_went():
+    """tests/gpu/records/gpu_class_throughput_03_class.json (an H100, 2026-12-05): the class issue 46 asks for, 24 honest
+    copies and 7 corpus cases with a hang and two crashes. It missed the 6 s target (20.3 s per submission over all 31),
+    every honest copy kept every point and every corpus case lost what its kind says; the docs quote the rate, the
+    honest copies' own figure as a breakdown only, and where the time went."""
+    r = _result("gpu_class_throughput_03_class")
+    finished = r["finished_at_s"]
+    assert r["class_size"] == r["graded"] == len(finished) == 31 and r["rate"]["class_complete"]
+    assert {"hang", "crash", "cheat", "mistake", "untouched"} <= {c["kind"] for c in r["corpus_outcomes"].values()}
+    everyone = (max(finished.values()) - min(finished.values())) / len(finished)
+    assert abs(r["steady_s_per_submission"] - everyone) <= 0.01 and r["steady_s_per_submission"] > r["target_s"]
+    assert r["rate"]["meets_target"] is False and r["every_honest_copy_full_marks"]
+    assert all(case["as_labelled"] for case in r["corpus_outcomes"].values())
+    assert finished["03_vector_add/ivy_infinite_loop"] == max(finished.values())   # the hang, started last, ends last
+    shares = r["phases"]["share_of_graded_seconds"]
+    assert max(shares, key=shares.get) == "reruns"
+    for doc in ("scale.md", "instructors.md"):
+        text = " ".join((ROOT / "docs" / doc).read_text().split())
+        assert f"{r['steady_s_per_submission']:.1f} s per submission" in text, doc
+        assert f"{r['rate']['honest_only_breakdown']['s_per_honest_submission']:.1f} s" in text, doc
+    scale = " ".join((ROOT / "docs" / "scale.md").read_text().split())
+    assert f"the re-runs {shares['reruns']:.0%}" in scale and "python tests/gpu/gpu_class_throughput.py 03 --workers 8 " \
+        "--name 03_class" in scale

@@ -301,9 +301,15 @@ class BackwardConfig:
 
 #: The interpreter: small blocks, so that a CPU run visits several blocks of every loop.
 INTERPRETER_BACKWARD = BackwardConfig(16, 16, 16, 16, 4, 1)
-#: Ampere and later, 16-bit inputs: the shape of Triton's tutorial 06 (a wide block held, a narrow one streamed).
-#: An estimate to be calibrated on the H200 (measure.py); float32 and D = 128 take halved blocks.
-GPU_BACKWARD = BackwardConfig(128, 32, 128, 32, 8, 2)
+#: Hopper, 16-bit inputs, D <= 64: 128 keys held and 32 queries streamed (Triton's tutorial 06's dK/dV shape), 64
+#: queries held and 64 keys streamed for dQ, 4 warps, 3 stages. Chosen on an H100 by
+#: ``python lab/sweeps/attention_backward_launches.py`` (records/11_attention_backward_launches.json), which timed each
+#: kernel at 40 launches: forward + backward went from 0.56 of SDPA (the first estimate: tutorial 06's blocks with 8 warps
+#: and 2 stages; the tutorial's own are 4 and 5) to 0.85.
+GPU_BACKWARD = BackwardConfig(128, 32, 64, 64, 4, 3)
+#: Hopper, 16-bit inputs, D = 128: the same sweep's choice, 64 x 64 blocks in both kernels, 4 warps, 2 stages.
+WIDE_BACKWARD = BackwardConfig(64, 64, 64, 64, 4, 2)
+#: float32 inputs, and Ampere or Ada (an A100's, A10's or L4's shared memory): halved blocks, never swept on a GPU.
 SMALL_BACKWARD = BackwardConfig(64, 32, 64, 32, 4, 2)
 #: Turing (T4: 64 KB of shared memory, tl.dot on the FMA units).
 TURING_BACKWARD = BackwardConfig(64, 16, 64, 16, 4, 1)
@@ -326,9 +332,9 @@ def backward_config(q: torch.Tensor, causal: bool = False) -> BackwardConfig:
         return NARROW_BACKWARD if wide else TURING_BACKWARD
     if cc < (9, 0) and wide and q.element_size() > 2:
         return NARROW_BACKWARD
-    if q.element_size() > 2 or wide or cc < (9, 0):
+    if q.element_size() > 2 or cc < (9, 0):
         return SMALL_BACKWARD
-    return GPU_BACKWARD
+    return WIDE_BACKWARD if wide else GPU_BACKWARD
 
 
 # ---------------------------------------------------------------------------------------------------

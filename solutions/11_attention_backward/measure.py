@@ -4,7 +4,7 @@
 float16 at D = 64 and 128, N = 4,096 and 16,384, causal and not (bfloat16 at N = 4,096 too), Z = 4 and H = 1024 // D
 heads, timed in turn on the same inputs (steady_rounds, medians of ROUNDS rounds); TFLOP/s from the FLOPs that must be
 done (training_flops: 14·Z·H·N²·D, half of it causal). Also the speed test's own ratio at its shape against its target
-(``speed_check``: the target, 0.4 of SDPA, was set from this record's 0.54 on an H100), the largest error over the
+(``speed_check``: the target, 0.6 of SDPA, was set from this record's 0.83 on an H100), the largest error over the
 notebook's tolerance on the GPU-size test's kinds of inputs, and the launch backward_config took.
 """
 
@@ -20,7 +20,7 @@ from triton_course.checks import error_over_tolerance
 SIZES = (4096, 16384)
 ROUNDS = 5
 #: The speed test's shape (Z, H, N, D), float16, no mask, and its target (the notebook's SPEED_SHAPE and fraction).
-SPEED_SHAPE, SPEED_FRACTION = (4, 16, 4096, 64), 0.4
+SPEED_SHAPE, SPEED_FRACTION = (4, 16, 4096, 64), 0.6
 
 
 def _time(grads, z, h, n, d, dtype, causal):
