@@ -16,7 +16,9 @@ run here, in the judge.
 * **A kernel that dies** (a segfault from an out-of-bounds store in Triton's interpreter, an abort, an
   exit) loses nothing else: the cell -- or the judge's call, named -- gets a ``KernelDied`` error, a fresh
   sandboxed kernel replays the student's cells above it, and grading goes on. After
-  :attr:`CourseExecute.max_restarts` deaths the remaining cells are marked as not run.
+  :attr:`CourseExecute.max_restarts` deaths the remaining cells are marked as not run; after
+  :attr:`CourseExecute.max_memory_kills` kills for the GPU memory it held (a hoarder that takes it again on each
+  replay), too.
 """
 
 from __future__ import annotations
@@ -166,6 +168,8 @@ class CourseExecute(Execute):
     """nbgrader's Execute with the student's cells in a sandboxed kernel and the tests in the judge."""
 
     max_restarts = Integer(3, help="kernel deaths survived per notebook").tag(config=True)
+    max_memory_kills = Integer(2, help="times the GPU lock may kill a notebook for the GPU memory it holds before "
+                                       "its cells are no longer replayed").tag(config=True)
     max_output_bytes = Integer(1_000_000, help="output kept per cell, in bytes (-1: no limit)").tag(config=True)
     max_notebook_output_bytes = Integer(8_000_000, help="output kept per notebook, in bytes").tag(config=True)
     sandboxed = Bool(True, help="run the kernel in the bubblewrap sandbox").tag(config=True)
@@ -269,11 +273,14 @@ class CourseExecute(Execute):
     def _why_killed(self) -> str | None:
         """The GPU lock's note, when it was the grader that killed the notebook's process (it kept the GPU
         busy while paused for a timing, :mod:`grader.gpu_lock`)."""
-        from grader.gpu_lock import kill_note
+        from grader.gpu_lock import is_memory_note, kill_note
 
         boxes = (getattr(self, "_sandbox", None), getattr(self, "_relaunch_box", None))
         notes = [kill_note(box.staging) for box in boxes if box is not None]
-        return next((n for n in notes if n), None)
+        note = next((n for n in notes if n), None)
+        if is_memory_note(note):   # a hoarder's replayed cells would take the memory again: counted, and bounded
+            self._memory_kills = getattr(self, "_memory_kills", 0) + 1
+        return note
 
     def preprocess(self, nb, resources=None, km=None):
         began_all = time.perf_counter()  # the judge's imports (PyTorch) included
@@ -287,6 +294,7 @@ class CourseExecute(Execute):
         self._truncated: set[int] = set()
         self._notebook_bytes = 0
         self._restarts_made = 0
+        self._memory_kills = 0   # deaths the GPU lock caused for the memory this notebook held (_why_killed)
         self._seconds: list[list] = []  # [cell index, "student" | "judge" | "replay" | "kernel start", seconds]
         source_path = os.environ.get(SOURCE_NOTEBOOK_ENV, "")
         source = read_notebook(source_path, as_version=4) if source_path else nb
@@ -294,9 +302,12 @@ class CourseExecute(Execute):
         seed = Seed(bytes.fromhex(Path(seed_file).read_text().strip())) if seed_file else Seed()
         gpu = os.environ.get("TRITON_INTERPRET", "0") != "1" and _has_gpu()
         exchange, uid, relauncher = self._make_sandboxes(resources, gpu)
+        kernel_shapes = notebook_kernel_shapes(nb)
+        if kernel_shapes:   # a chapter with kernels: the re-run process comes up while the student's cells run
+            relauncher.start()
         self._session = JudgeSession(KernelTransport(self, exchange, "cuda" if gpu else "cpu", uid), seed,
                                      call_timeout_s=float(self.timeout or 300), relauncher=relauncher,
-                                     allowed_kernels=notebook_kernel_shapes(nb))
+                                     allowed_kernels=kernel_shapes)
         from grader.gpu_lock import GpuLock
 
         self._session.gpu_lock = GpuLock.from_env()
@@ -392,13 +403,16 @@ class CourseExecute(Execute):
         self.km = None
         self.kc = None
         start = index + 1
-        if len(crashed) > self.max_restarts:
+        memory_kills = getattr(self, "_memory_kills", 0)
+        if len(crashed) > self.max_restarts or memory_kills >= self.max_memory_kills:
+            why = (f"not run: the kernel died {len(crashed)} times in this notebook" if memory_kills <
+                   self.max_memory_kills else
+                   f"not run: the grader stopped this notebook {memory_kills} times for holding more GPU memory than "
+                   "a submission may while others' tests ran out of it; its cells are not replayed again")
             for later in self.nb.cells[start:]:
                 if later.cell_type == "code":
-                    later.outputs = [NotebookNode(
-                        output_type="error", ename="NotRun",
-                        evalue=f"not run: the kernel died {len(crashed)} times in this notebook",
-                        traceback=["NotRun: the kernel died too many times"])]
+                    later.outputs = [NotebookNode(output_type="error", ename="NotRun", evalue=why,
+                                                  traceback=[f"NotRun: {why}"])]
             return None
         return start
 
@@ -418,7 +432,8 @@ class CourseExecute(Execute):
         meta["gpu_lock"] = self._session.gpu_lock.history  # every timed hold: who else was registered, frozen, drained
         # GPU memory taken back from submissions over their share when a test ran out, and this one's largest holding
         meta["gpu_memory"] = {"reclaims": self._session.gpu_lock.reclaims,
-                              "peak_gpu_bytes": self._session.gpu_lock.peak_gpu_bytes}
+                              "peak_gpu_bytes": self._session.gpu_lock.peak_gpu_bytes,
+                              "killed_for_memory": self._memory_kills}
         meta["quiet_while_judge_times"] = [m["name"] for m in self._session.own_sandboxes]
 
 

@@ -454,6 +454,12 @@ def memory_note(gpu: str, held: int, cap: int, total: int, submissions: int) -> 
             "tests; free what a cell no longer needs. The notebook's kernel restarts; this cell did not finish.")
 
 
+def is_memory_note(note: str | None) -> bool:
+    """Whether a kill note is :func:`memory_note`'s (the notebook held more GPU memory than its share), not the note
+    of a notebook that kept the GPU busy during a timing."""
+    return bool(note) and "a submission may hold" in note and "ran out of memory" in note
+
+
 def kill_note(staging: Path) -> str | None:
     """Why the GPU lock killed the processes of the sandbox staged in ``staging``, if it did (the note is
     removed once read)."""

@@ -266,6 +266,12 @@ class ProcessRelauncher(Relauncher):
             return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
                                     bufsize=1, start_new_session=True)
 
+    def start(self) -> None:
+        """Start the process now, ahead of the first call, so that its imports and its GPU context come up while the
+        student's cells run (it then waits on its stdin); a process already running is kept."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+
     def run(self, folder: Path, timeout_s: float) -> None:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()

@@ -58,7 +58,9 @@ def test_sizes_shrink_under_the_interpreter():
 
 
 @pytest.mark.parametrize("name, model", [("NVIDIA H200", "H200"), ("NVIDIA A100-SXM4-80GB", "A100"),
-                                         ("NVIDIA A10", "A10"), ("Tesla T4", "T4"), ("NVIDIA GeForce RTX 3050", None)])
+                                         ("NVIDIA A10", "A10"), ("Tesla T4", "T4"), ("NVIDIA GeForce RTX 3050", None),
+                                         ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H100 PCIe", None),
+                                         ("NVIDIA H100 NVL", None), ("NVIDIA A100-PCIE-40GB", None)])
 def test_datasheet_lookup(name, model):
     spec = spec_for(name)
     assert (spec.name if spec else None) == model

@@ -347,3 +347,35 @@ def test_a_timed_hold_records_what_the_judges_own_sandboxes_hold(gpu, tmp_path, 
                 pass
         assert [h["own_gpu_gib"] for h in lock.history] == [12.0, 30.0, 7.0]
         assert lock.peak_gpu_bytes == 30 * GIB
+
+
+def test_a_hoarder_killed_for_memory_again_after_its_replay_is_not_replayed_a_third_time(tmp_path):
+    """A notebook the GPU lock kills for the memory it holds restarts and replays its cells, which may take the memory
+    again: the second such kill ends its run (the cells left are not run, and say why), where a death of another
+    kind still restarts it. grader.execute.CourseExecute reads the lock's real note, as when grading."""
+    import logging
+    from types import SimpleNamespace
+
+    import nbformat
+    from nbclient.exceptions import DeadKernelError
+
+    from grader.execute import CourseExecute
+    from grader.gpu_lock import is_memory_note, memory_note
+
+    note = memory_note("0", 60 * GIB, 44 * GIB, 80 * GIB, 2)
+    assert is_memory_note(note) and not is_memory_note("killed: still running kernels 10 s after it was frozen")
+    ex = CourseExecute()
+    ex.log = logging.getLogger("test")
+    ex.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"x{i} = {i}") for i in range(6)])
+    ex._sandbox, ex._relaunch_box, ex._memory_kills = SimpleNamespace(staging=tmp_path), None, 0
+    crashed: list[int] = []
+    assert ex._after_death(DeadKernelError("a crash"), 0, crashed) == 1          # not the lock's doing: restarted
+    (tmp_path / KILL_NOTE).write_text(note)
+    assert ex._after_death(DeadKernelError("killed"), 1, crashed) == 2          # the first memory kill: replayed
+    assert "60.0 GiB" in ex.nb.cells[1].outputs[-1]["evalue"] and ex._memory_kills == 1
+    (tmp_path / KILL_NOTE).write_text(note)
+    assert ex._after_death(DeadKernelError("killed"), 2, crashed) is None       # took it again: no third run
+    assert crashed == [0, 1, 2] and ex._memory_kills == 2
+    for cell in ex.nb.cells[3:]:
+        assert cell.outputs[0]["ename"] == "NotRun" and "2 times for holding more GPU memory" in \
+            cell.outputs[0]["evalue"]

@@ -470,8 +470,13 @@ def test_the_relaunch_process_answers_times_out_and_restarts(tmp_path):
                                         tmp_path), call_timeout_s=20, relauncher=relauncher)
     s.build_namespace([], ["add", "copy", "thread"])
     try:
+        relauncher.start()   # as the grader starts it, before the first call: that call uses this process
+        early = relauncher.proc.pid
+        relauncher.start()
+        assert relauncher.proc.pid == early and relauncher.proc.poll() is None
         _check(s)
         first = relauncher.proc.pid
+        assert first == early
         with pytest.raises(CheckFailed, match="do not compute"):
             check(s.base["thread"], (torch.randn(500), torch.randn(500)), reference, atol=1e-6, rtol=1e-5)
         s.call_timeout_s = 3

@@ -401,7 +401,7 @@ class AttentionConfig:
     the fast path beyond the exercise uses (:mod:`triton_course.attention_fast`; the exercise's kernel reads through
     pointers and ignores them).
 
-    ``tma``: read q, k, v through tensor descriptors (the copy engine, TMA), Hopper and later only.
+    ``tma``: read q, k, v through tensor descriptors (the Tensor Memory Accelerator, TMA), Hopper and later only.
     ``warp_spec``: one unmasked loop, warp-specialised by Triton (a producer warp group feeds consumer groups),
     only without a causal mask and with N a multiple of ``block_n``; Triton runs it with 3x ``num_warps`` warps."""
 
@@ -567,7 +567,7 @@ def tma_layout_ok(*tensors: torch.Tensor) -> bool:
 
 
 def tma_ready(*tensors: torch.Tensor) -> bool:
-    """Whether the kernel can read these tensors through TMA here: a GPU with the copy engine (compute
+    """Whether the kernel can read these tensors through TMA here: a GPU with the Tensor Memory Accelerator (compute
     capability 9.0 or newer) and a layout a descriptor can address (:func:`tma_layout_ok`)."""
     from .device import current
 

@@ -4,7 +4,7 @@ The chapter's exercise is FlashAttention-2's forward with plain pointer loads; i
 notebook's ``attention``, and the student's kernel is graded against it. What goes further on Hopper lives here,
 as the chapter's appendix ("Going further on Hopper") describes it, never graded:
 
-* tensor descriptors (TMA, ``tile_source`` / ``load_tile`` / ``store_tile``): the copy engine fetches whole tiles,
+* tensor descriptors (TMA, ``tile_source`` / ``load_tile`` / ``store_tile``): the Tensor Memory Accelerator fetches whole tiles,
   fills rows past N with zeros and drops them on the store; the descriptors are made once per launch on the host;
 * Triton's automatic warp specialisation of the one unmasked loop (``WARP_SPEC``: no causal mask, N a multiple of
   BLOCK_N), where one warpgroup loads and the others compute;
@@ -56,7 +56,7 @@ HOPPER_CONFIGS = {
 def tile_source(base, desc, off_z, off_h, N, stride_n, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr,
                 TMA: tl.constexpr):
     """Where the [BLOCK, HEAD_DIM] tiles of head (off_z, off_h) are read from or written to. Without TMA: the
-    head's base pointer. With TMA: a tensor descriptor, so that the copy engine moves whole tiles (rows past N
+    head's base pointer. With TMA: a tensor descriptor, so that the Tensor Memory Accelerator moves whole tiles (rows past N
     read as zeros, and are not written). Given desc (made once on the host for the whole [Z, H, N, D] tensor):
     desc with this head's coordinates. Given None (the warp-specialised loop, which Triton 3.6 runs only with
     descriptors made in the kernel): a descriptor of this head's [N, HEAD_DIM] rows, made by this program."""
@@ -93,7 +93,7 @@ def load_tile(src, start, N, stride_n, stride_d, BLOCK: tl.constexpr, HEAD_DIM: 
 def store_tile(dst, start, tile, N, stride_n, stride_d, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr,
                TMA: tl.constexpr):
     """Write a [BLOCK, HEAD_DIM] tile to rows start .. start + BLOCK - 1 of one head (dst from tile_source);
-    rows at or past N are not written (the copy engine drops them with TMA, a mask does without)."""
+    rows at or past N are not written (the TMA unit drops them with TMA, a mask does without)."""
     if TMA:
         if len(dst) == 1:
             dst[0].store([start, 0], tile)
@@ -113,7 +113,7 @@ def _attend_blocks(acc, m_i, l_i, q, k_src, v_src, stride_kn, stride_kd, stride_
     """Fold the keys and values lo..hi (in blocks of BLOCK_N) into the running (acc, m_i, l_i): the notebook's
     loop, its tiles read through tile_source / load_tile, and the loop warp-specialised when WARP_SPEC."""
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
-        # k and v together: through TMA the copy engine fetches both behind one barrier per block
+        # k and v together: through TMA the Tensor Memory Accelerator fetches both behind one barrier per block
         k = load_tile(k_src, start_n, N, stride_kn, stride_kd, BLOCK_N, HEAD_DIM, MASKED, TMA)
         v = load_tile(v_src, start_n, N, stride_vn, stride_vd, BLOCK_N, HEAD_DIM, MASKED, TMA)
         s = tl.dot(q, tl.trans(k))
@@ -197,7 +197,7 @@ if GLUON:
                                                                    warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
 
-    # the copy engine's calls under their names since Triton 3.7, or in Triton 3.6
+    # the TMA unit's calls under their names since Triton 3.7, or in Triton 3.6
     TMA_LOAD = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     TMA_STORE = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
@@ -273,7 +273,7 @@ if GLUON:
         acc = warpgroup_mma(p_op, v_ring.index(last % v_ring.shape[0]), acc)
         mbarrier.arrive(v_empty.index(last % v_ring.shape[0]), count=1)
         acc = acc / gl.expand_dims(gl.convert_layout(l_i, o_rows), 1)
-        q_smem.store(acc.to(dtype))   # q is read no more: its buffer stages the output for the copy engine
+        q_smem.store(acc.to(dtype))   # q is read no more: its buffer stages the output for the TMA unit
         fence_async_shared()
         TMA_STORE(o_desc, [head_row + q0, 0], q_smem)
         tma.store_wait(pendings=0)

@@ -48,10 +48,17 @@ GPU_SPECS: dict[str, GpuSpec] = {
 }
 
 
+#: The rows of GPU_SPECS that describe one form factor (SXM) of a model sold in others whose SMs, clocks or memory
+#: differ (an H100 PCIe has 114 SMs and 756 dense fp16 TFLOP/s, an H100 NVL 835): such names get no datasheet row.
+SXM_ONLY, OTHER_FORMS = frozenset({"A100", "H100", "H200", "B200"}), frozenset({"PCIE", "NVL"})
+
+
 def spec_for(device_name: str) -> GpuSpec | None:
-    """The datasheet entry whose model name appears in ``device_name`` (e.g. "NVIDIA H200"), if any."""
+    """The datasheet entry whose model name appears in ``device_name`` (e.g. "NVIDIA H200"), if any; none for a
+    PCIe or NVL form of a model whose row is the SXM part's."""
     words = device_name.upper().replace("-", " ").split()
-    return next((GPU_SPECS[key] for key in GPU_SPECS if key in words), None)
+    other_form = bool(OTHER_FORMS & set(words))
+    return next((GPU_SPECS[key] for key in GPU_SPECS if key in words and not (other_form and key in SXM_ONLY)), None)
 
 
 def chapter_of(name: str) -> str:

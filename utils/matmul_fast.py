@@ -4,7 +4,7 @@ The chapter's exercise is a tiled matmul with pointer loads, a K loop over ``tl.
 its model answer is the solution notebook's ``matmul_relu``, and a student's kernel is graded as that one is. What
 goes further on Hopper lives here, as the chapter's appendix ("Going further on Hopper") describes it, never graded:
 
-* tensor descriptors (TMA): the copy engine fetches whole tiles, takes sizes and strides at run time and fills
+* tensor descriptors (TMA): the Tensor Memory Accelerator fetches whole tiles, takes sizes and strides at run time and fills
   what lies past the edges with zeros, so there are no masks and nothing for the compiler to prove
   (``matmul_relu_tma_kernel``);
 * persistent programs, one per SM, walking their tiles in grouped order, and a last wave cut along K when it would
@@ -272,7 +272,7 @@ def b_transposed(b: torch.Tensor) -> bool:
     return b.stride(0) == 1 and b.stride(1) != 1
 
 
-#: Triton 3.5's interpreter checks a descriptor's row stride in elements where the copy engine counts bytes
+#: Triton 3.5's interpreter checks a descriptor's row stride in elements where the TMA unit counts bytes
 #: (Triton 3.6 counts bytes): under it, rows must be a multiple of 16 elements apart.
 ROW_STRIDE_IN_ELEMENTS = device.interpreted and tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 6)
 
@@ -290,7 +290,7 @@ def c_rows_fit(N: int, like: torch.Tensor) -> bool:
 
 def tma_fits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Tensor descriptors can describe a and b's rows (w for b = w.t()), as they are or after a copy: contiguous
-    rows. The copy engine also needs every row to start on a 16-byte boundary; rows that do not are copied onto
+    rows. The TMA unit also needs every row to start on a 16-byte boundary; rows that do not are copied onto
     128-byte boundaries first (``tma_plan``), and c gets padded rows where N * element size is not a multiple
     of 16 (``padded_rows``)."""
     rows = b.t() if b_transposed(b) else b
@@ -413,7 +413,7 @@ def tma_plan(a: torch.Tensor, b: torch.Tensor, tile: dict, *, split_tail: bool =
     programs busy (and ``split_tail``), into as many pieces as there are idle programs per tile, at most
     MAX_SPLIT, each at least two steps of K long; the buffers for the pieces; whether a's and b's rows are
     copied onto ROW_BOUNDARY-byte boundaries before each launch (``realign_a``: they do not start on 16-byte
-    boundaries, which the copy engine needs; ``realign_b``: that, or the product is large enough for the copy to
+    boundaries, which the TMA unit needs; ``realign_b``: that, or the product is large enough for the copy to
     pay), and whether c is computed in padded rows and copied into c afterwards (``pad_c``: N * element size is
     not a multiple of 16)."""
     (M, K), N = a.shape, b.shape[1]
@@ -506,7 +506,7 @@ if GLUON:
                                                                    warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
 
-    # the copy engine's calls under their names since Triton 3.7, or in Triton 3.6
+    # the TMA unit's calls under their names since Triton 3.7, or in Triton 3.6
     TMA_LOAD = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     TMA_STORE = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 

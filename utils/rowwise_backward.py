@@ -278,6 +278,34 @@ def torch_softmax_grad(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
         return torch.autograd.grad(torch.softmax(xl, dim=-1), xl, dy)[0]
 
 
+def softmax_peer_functions() -> tuple[dict[str, Callable], dict[str, str]]:
+    """({name: (x, dy) -> dx}, {name: why it is skipped}) for softmax forward plus backward: PyTorch autograd,
+    torch.compile of ``torch.softmax`` with autograd, Liger-Kernel's softmax where it imports."""
+    peers: dict[str, Callable] = {"torch autograd": torch_softmax_grad}
+    skipped: dict[str, str] = {}
+    compiled = torch.compile(lambda x: torch.softmax(x, dim=-1))
+
+    def compiled_grad(x, dy):
+        with torch.enable_grad():
+            xl = x.detach().requires_grad_()
+            return torch.autograd.grad(compiled(xl), xl, dy)[0]
+
+    peers["torch.compile"] = compiled_grad
+    try:
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+    except Exception as exc:  # not installed, too old to have softmax, or built for another Triton
+        skipped["Liger-Kernel"] = _("liger_kernel does not import here ({error_type}: {error})").format(
+            error_type=type(exc).__name__, error=exc)
+    else:
+        def liger_grad(x, dy):
+            with torch.enable_grad():
+                xl = x.detach().requires_grad_()
+                return torch.autograd.grad(LigerSoftmaxFunction.apply(xl), xl, dy)[0]
+
+        peers["Liger-Kernel"] = liger_grad
+    return peers, skipped
+
+
 def peer_functions() -> tuple[dict[str, Callable], dict[str, str]]:
     """({name: (x, weight, dy) -> (dx, dw)}, {name: why it is skipped}) for RMSNorm forward plus backward: PyTorch
     autograd, torch.compile of the eager formula with autograd, Liger-Kernel's RMSNorm where it imports."""

@@ -1,6 +1,6 @@
 """What `python tests/gpu/measure.py 10_rowwise_backward` records on a GPU: forward plus backward (dx and dw) of the
 chapter's RMSNorm, both ways of summing dw, beside PyTorch autograd, torch.compile and Liger-Kernel (skipped, with the
-reason, where it does not import); softmax's backward beside PyTorch's; the backward alone under the grader's
+reason, where it does not import); softmax forward plus backward beside autograd, torch.compile and Liger-Kernel's; the backward alone under the grader's
 protocol (its bandwidth check: the model answer's fraction of a same-size copy against the test's target); and how many elements of dw
 two atomic runs disagree on."""
 
@@ -13,7 +13,7 @@ import torch
 from triton_course.bench import gbps, steady_rounds
 from triton_course.grading import same_size_copy_gbps
 from triton_course.rowwise_backward import (peer_functions, rmsnorm_bytes, rstd_of, softmax_bytes,
-                                            torch_softmax_grad)
+                                            softmax_peer_functions)
 
 M = 4096
 WIDTHS = (1024, 2048, 4096, 8192)
@@ -49,11 +49,15 @@ def _rmsnorm_row(ns, n, peers):
     return row
 
 
-def _softmax_row(ns, n):
+def _softmax_row(ns, n, peers):
     counts = softmax_bytes(M, n, 2)
     nbytes = counts["forward"] + counts["backward"]
     h = dict(device="cuda", dtype=torch.float16)
-    times = steady_rounds({"triton": ns["softmax_grads"], "torch_autograd": torch_softmax_grad},
+    x, dy = torch.randn(M, n, **h), torch.randn(M, n, **h)
+    want = ns["softmax_grads"](x, dy)
+    for fn in peers.values():   # every peer computes the same gradient before it is timed
+        torch.testing.assert_close(fn(x, dy).float(), want.float(), atol=2e-3, rtol=2e-2)
+    times = steady_rounds({"triton": ns["softmax_grads"], **peers},
                           lambda: (torch.randn(M, n, **h), torch.randn(M, n, **h)), rounds=ROUNDS)
     return {"m": M, "n": n, "dtype": "float16",
             **{f"{name}_gbps": round(gbps(nbytes, statistics.median(t)), 1) for name, t in times.items()}}
@@ -92,9 +96,11 @@ def _atomic_drift(ns, runs=10):
 
 def measure(ns: dict) -> dict:
     peers, skipped = peer_functions()
+    softmax_peers, softmax_skipped = softmax_peer_functions()
+    skipped.update({f"{name} (softmax)": why for name, why in softmax_skipped.items()})
     return {
         "sizes": [_rmsnorm_row(ns, n, peers) for n in WIDTHS],
-        "softmax": [_softmax_row(ns, n) for n in WIDTHS],
+        "softmax": [_softmax_row(ns, n, softmax_peers) for n in WIDTHS],
         "bandwidth_check": _bandwidth_check(ns),
         "atomic_drift": _atomic_drift(ns),
         "skipped": skipped,

@@ -209,3 +209,17 @@ def test_measure_names_its_peers_and_why_one_is_skipped():
     peers, skipped = peer_functions()
     assert {"torch autograd", "torch.compile"} <= set(peers)
     assert "Liger-Kernel" in peers or "Liger-Kernel" in skipped
+
+
+def test_the_softmax_peers_compute_the_chapters_gradient():
+    """measure.py times softmax's forward plus backward beside autograd, torch.compile and Liger-Kernel (or says
+    why Liger is skipped); each peer's dx equals the float64 formula's before anything is timed."""
+    from triton_course.rowwise_backward import softmax_peer_functions
+
+    peers, skipped = softmax_peer_functions()
+    assert {"torch autograd", "torch.compile"} <= set(peers) and ("Liger-Kernel" in peers or "Liger-Kernel" in skipped)
+    x, dy = torch.randn(6, 40, dtype=torch.float64), torch.randn(6, 40, dtype=torch.float64)
+    y = torch.softmax(x, -1)
+    want = y * (dy - (dy * y).sum(-1, keepdim=True))
+    for name in ("torch autograd", "torch.compile"):
+        torch.testing.assert_close(peers[name](x, dy), want, msg=name)
