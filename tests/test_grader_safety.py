@@ -272,7 +272,7 @@ def test_records_name_their_provenance(graded):
     assert len(quiet) == 2 and quiet[1] == quiet[0] + "-relaunch" and quiet[0].startswith("course-sandbox-"), quiet
     assert run["course_commit"] and run["torch"] and run["gpu"]
     # what the GPU lock took back from others when a test ran out of memory: nothing here (no GPU, no NVML)
-    assert run["gpu_memory"] == {"reclaims": [], "peak_gpu_bytes": None}, run["gpu_memory"]
+    assert run["gpu_memory"] == {"reclaims": [], "peak_gpu_bytes": None, "killed_for_memory": 0}, run["gpu_memory"]
 
 
 def test_a_planted_resume_record_is_not_trusted(graded, monkeypatch):
