@@ -7,7 +7,7 @@ At every width all implementations and a copy moving as many bytes are timed in 
 (``grader.judge_timing.best_verified_fraction_of_copy``: fresh inputs per call, a replayed CUDA graph, every
 output checked, a copy of as many bytes timed by the judge in each round) on the reference, the straightforward
 kernel and the twice-the-bytes kernel (two Triton kernels, so the judge accepts its work), and records which
-reach the notebook's target, 90% of that copy. The sweep that set the constants of the reference's launch rule
+reach the notebook's target, 75% of that copy (90% until 2026-12-05: too thin a margin). The sweep that set the constants of the reference's launch rule
 (rows per program, num_warps, cache hints from bytes; ALIGN) is ``lab/sweeps/norms_gaps.py``.
 
     python tests/gpu/measure.py 06_rmsnorm          (on a GPU; about 3 minutes on an H200)
@@ -32,7 +32,7 @@ from triton_course.bench import copy_bandwidth, gbps, steady_rounds
 M = 4096
 WIDTHS = (1024, 2048, 4096, 8192, 16384)
 OTHER_DTYPES = {torch.bfloat16: (1024, 4096, 16384), torch.float32: (1024, 4096, 16384)}
-TARGET_FRACTION = 0.90  # the notebook's bandwidth check: 90% of a copy of as many bytes, same rounds
+TARGET_FRACTION = 0.75  # the notebook's bandwidth check: 75% of a copy of as many bytes, same rounds
 ROUNDS = 15
 OTHER_ROUNDS = 7
 
@@ -195,7 +195,7 @@ def measure(ns):
         f"torch.compile {main['torch_compile_gbps']:,.0f}",
         f"4096x4096 bf16: reference {bf16['reference_gbps']:,.0f} GB/s = "
         f"{bf16['reference_fraction_of_same_size_copy']:.1%} of a same-size copy",
-        "target (90% of a same-size copy, the grader's protocol): " + ", ".join(
+        f"target ({TARGET_FRACTION:.0%} of a same-size copy, the grader's protocol): " + ", ".join(
             f"{name} {calibration[name]['fraction_of_same_size_copy']:.1%} "
             f"{'passes' if calibration[name]['passes'] else 'fails'}"
             for name in ("reference", "one_row_per_program", "twice_the_bytes")),

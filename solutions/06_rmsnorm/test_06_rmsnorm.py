@@ -261,7 +261,13 @@ def test_bfloat16_tolerance_fits_one_rounding_and_catches_bfloat16_arithmetic():
         check(bfloat16_sum, [x, w], ns["reference"], atol=atol, rtol=rtol)
 
 
-def test_bandwidth_target_is_ninety_percent_of_a_same_size_copy():
+def test_bandwidth_target_leaves_the_model_answer_a_margin_and_fails_twice_the_bytes():
+    """The hidden bandwidth test asks for measure.py's TARGET_FRACTION of a same-size copy: at least 15% under what the
+    reference and the one-row kernel reached on the H200 under the grader's protocol (90% left 3%, too thin for
+    timing noise), and above the twice-the-bytes kernel's."""
+    import importlib.util
+    import json
+
     import nbformat
 
     from grader.course import solution_notebook
@@ -270,7 +276,20 @@ def test_bandwidth_target_is_ninety_percent_of_a_same_size_copy():
     nb = nbformat.read(solution_notebook(CHAPTER), as_version=4)
     cell = next(c.source for c in nb.cells if is_test(c)
                 and c.metadata["nbgrader"]["grade_id"] == "test_rmsnorm_bandwidth")
-    assert "fraction=0.90" in cell and 'against="same_size_copy"' in cell
+    folder = ROOT / "solutions" / CHAPTER
+    spec = importlib.util.spec_from_file_location("measure_06", folder / "measure.py")
+    measure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(measure)
+    target = measure.TARGET_FRACTION
+    assert f"fraction={target:.2f}," in cell and 'against="same_size_copy"' in cell
+    check = json.loads((folder / "records" / f"{CHAPTER}.json").read_text())["bandwidth_check"]
+    assert check["target_fraction"] == target
+    reached = {k: check[k]["fraction_of_same_size_copy"] for k in ("reference", "one_row_per_program", "twice_the_bytes")}
+    assert 1 - target / reached["reference"] >= 0.15 and 1 - target / reached["one_row_per_program"] >= 0.15
+    assert reached["twice_the_bytes"] < target
+    assert f"a margin of {1 - target / reached['reference']:.0%}" in cell
+    for name, fraction in reached.items():   # the record's verdicts stand against this target
+        assert check[name]["passes"] == (fraction >= target), name
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -597,7 +616,7 @@ def test_the_prose_quotes_what_the_records_hold():
     assert f"({m * n * 2 / 1e6:.1f} MB; {2 * m * n * 2 / 1e6:.0f} MB of traffic with the output)" in main
     assert "67 MB)" not in main and "yardstick at 67 MB" not in appendix
     one_row = r["bandwidth_check"]["one_row_per_program"]
-    assert one_row["passes"] and f"with little margin ({one_row['fraction_of_same_size_copy']:.0%})" in main
+    assert one_row["passes"] and f"passes with a margin ({one_row['fraction_of_same_size_copy']:.0%})" in main
     copies = json.loads((records / f"{CHAPTER}_copy_limit.json").read_text())["sizes"]
     best = {k: max(v for name, v in s["fraction_of_copy"].items() if "copy" in name or name == "torch clone")
             for k, s in copies.items()}
