@@ -170,6 +170,7 @@ class CourseExecute(Execute):
     max_restarts = Integer(3, help="kernel deaths survived per notebook").tag(config=True)
     max_memory_kills = Integer(2, help="times the GPU lock may kill a notebook for the GPU memory it holds before "
                                        "its cells are no longer replayed").tag(config=True)
+    _memory_kills = 0   # deaths the GPU lock caused for the memory this notebook held (_why_killed), per notebook
     max_output_bytes = Integer(1_000_000, help="output kept per cell, in bytes (-1: no limit)").tag(config=True)
     max_notebook_output_bytes = Integer(8_000_000, help="output kept per notebook, in bytes").tag(config=True)
     sandboxed = Bool(True, help="run the kernel in the bubblewrap sandbox").tag(config=True)
@@ -279,7 +280,7 @@ class CourseExecute(Execute):
         notes = [kill_note(box.staging) for box in boxes if box is not None]
         note = next((n for n in notes if n), None)
         if is_memory_note(note):   # a hoarder's replayed cells would take the memory again: counted, and bounded
-            self._memory_kills = getattr(self, "_memory_kills", 0) + 1
+            self._memory_kills += 1
         return note
 
     def preprocess(self, nb, resources=None, km=None):
@@ -294,7 +295,7 @@ class CourseExecute(Execute):
         self._truncated: set[int] = set()
         self._notebook_bytes = 0
         self._restarts_made = 0
-        self._memory_kills = 0   # deaths the GPU lock caused for the memory this notebook held (_why_killed)
+        self._memory_kills = 0
         self._seconds: list[list] = []  # [cell index, "student" | "judge" | "replay" | "kernel start", seconds]
         source_path = os.environ.get(SOURCE_NOTEBOOK_ENV, "")
         source = read_notebook(source_path, as_version=4) if source_path else nb
@@ -392,7 +393,8 @@ class CourseExecute(Execute):
 
     def _after_death(self, exc: Exception, index: int, crashed: list[int]) -> int | None:
         """Note the kernel's death in cell ``index`` (added to ``crashed``); the cell to go on from in a new
-        kernel, or None after :attr:`max_restarts` deaths (the cells left are marked as not run)."""
+        kernel, or None after :attr:`max_restarts` deaths or :attr:`max_memory_kills` kills for memory (the cells left
+        are marked as not run)."""
         cell = self.nb.cells[index]
         if isinstance(exc, DeadKernelError):
             why = self._why_killed() or KERNEL_DIED
@@ -403,18 +405,18 @@ class CourseExecute(Execute):
         self.km = None
         self.kc = None
         start = index + 1
-        memory_kills = getattr(self, "_memory_kills", 0)
-        if len(crashed) > self.max_restarts or memory_kills >= self.max_memory_kills:
-            why = (f"not run: the kernel died {len(crashed)} times in this notebook" if memory_kills <
-                   self.max_memory_kills else
-                   f"not run: the grader stopped this notebook {memory_kills} times for holding more GPU memory than "
-                   "a submission may while others' tests ran out of it; its cells are not replayed again")
-            for later in self.nb.cells[start:]:
-                if later.cell_type == "code":
-                    later.outputs = [NotebookNode(output_type="error", ename="NotRun", evalue=why,
-                                                  traceback=[f"NotRun: {why}"])]
-            return None
-        return start
+        if self._memory_kills >= self.max_memory_kills:
+            why = (f"not run: the grader stopped this notebook {self._memory_kills} times for holding more GPU memory "
+                   "than a submission may while others' tests ran out of it; its cells are not replayed again")
+        elif len(crashed) > self.max_restarts:
+            why = f"not run: the kernel died {len(crashed)} times in this notebook"
+        else:
+            return start
+        for later in self.nb.cells[start:]:
+            if later.cell_type == "code":
+                later.outputs = [NotebookNode(output_type="error", ename="NotRun", evalue=why,
+                                              traceback=[f"NotRun: {why}"])]
+        return None
 
     def _record_run(self, crashed: list[int], relaunched_where: str, log: str, seed_sha: str, problems: list[str],
                     began_all: float) -> None:

@@ -273,8 +273,7 @@ class ProcessRelauncher(Relauncher):
             self.proc = self._start()
 
     def run(self, folder: Path, timeout_s: float) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            self.proc = self._start()
+        self.start()
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
         try:

@@ -379,3 +379,8 @@ def test_a_hoarder_killed_for_memory_again_after_its_replay_is_not_replayed_a_th
     for cell in ex.nb.cells[3:]:
         assert cell.outputs[0]["ename"] == "NotRun" and "2 times for holding more GPU memory" in \
             cell.outputs[0]["evalue"]
+    # deaths of other kinds end the run only past max_restarts, and say so
+    ex.max_restarts, ex._memory_kills, crashed = 1, 0, []
+    assert ex._after_death(DeadKernelError("a crash"), 0, crashed) == 1
+    assert ex._after_death(DeadKernelError("a crash"), 1, crashed) is None
+    assert "the kernel died 2 times" in ex.nb.cells[2].outputs[0]["evalue"]

@@ -1,8 +1,8 @@
 """What `python tests/gpu/measure.py 10_rowwise_backward` records on a GPU: forward plus backward (dx and dw) of the
 chapter's RMSNorm, both ways of summing dw, beside PyTorch autograd, torch.compile and Liger-Kernel (skipped, with the
-reason, where it does not import); softmax forward plus backward beside autograd, torch.compile and Liger-Kernel's; the backward alone under the grader's
-protocol (its bandwidth check: the model answer's fraction of a same-size copy against the test's target); and how many elements of dw
-two atomic runs disagree on."""
+reason, where it does not import); softmax forward plus backward beside the same three peers; the backward alone under
+the grader's protocol (its bandwidth check: the model answer's fraction of a same-size copy against the test's
+target); and how many elements of dw two atomic runs disagree on."""
 
 from __future__ import annotations
 
