@@ -135,14 +135,22 @@ class TestOutcome:
 OUT_OF_MEMORY_WAITS_S = (5.0, 20.0)
 
 
+#: How an allocation that failed on the GPU reads in an error's message: PyTorch's allocator, Triton's launcher, the
+#: CUDA runtime and driver, and the libraries PyTorch calls, which allocate their own workspace (on an H100 shared
+#: with a submission that held 73 GiB, an honest 09 lost ten points to ``CUBLAS_STATUS_ALLOC_FAILED when calling
+#: cublasCreate(handle)`` before this list named it: tests/gpu/records/gpu_class_throughput_09_memory_hog.json).
+OUT_OF_MEMORY_SIGNS = ("OutOfMemoryError", "CUDA out of memory", "[CUDA]: out of memory", "CUDA error: out of memory",
+                       "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED",
+                       "CUBLASLT_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUSOLVER_STATUS_ALLOC_FAILED",
+                       "CUFFT_ALLOC_FAILED", "CUSPARSE_STATUS_ALLOC_FAILED")
+
+
 def ran_out_of_gpu_memory(outcome: TestOutcome) -> bool:
     """The test failed because an allocation on the GPU failed, in the judge or in the student's call."""
     if outcome.error is None:
         return False
     ename, evalue = outcome.error
-    # PyTorch's allocator says "CUDA out of memory"; Triton's launcher "Triton Error [CUDA]: out of memory"
-    return ename == "OutOfMemoryError" or "OutOfMemoryError" in evalue or "CUDA out of memory" in evalue \
-        or "[CUDA]: out of memory" in evalue
+    return ename == "OutOfMemoryError" or any(sign in evalue for sign in OUT_OF_MEMORY_SIGNS)
 
 
 def release_cached_gpu_memory() -> None:

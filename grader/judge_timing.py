@@ -96,10 +96,17 @@ def _request(session: JudgeCalls, payload: TimeRequest, timeout_s: float) -> tup
 
 
 def _specs(templates: Sequence[Any]) -> list[dict[str, Any]]:
+    """What each timed call's inputs are drawn from: a tensor's shape and dtype, standard-normal values, positive
+    ones where the template's are all positive (a stored rstd, a scale). Chapter 10's timed rstd drawn from both
+    signs made the float64 reference and an honest kernel disagree on every row with a negative rstd, and cost the
+    model answer its bandwidth point on an H100 (tests/gpu/records/gpu_class_throughput_course_twice.json)."""
     specs = []
     for t in templates:
         if isinstance(t, torch.Tensor):
-            specs.append({"kind": "tensor", "shape": list(t.shape), "dtype": NAMES[t.dtype]})
+            spec = {"kind": "tensor", "shape": list(t.shape), "dtype": NAMES[t.dtype]}
+            if t.is_floating_point() and t.numel() and bool((t > 0).all()):
+                spec["positive"] = True
+            specs.append(spec)
         else:
             specs.append({"kind": "value", "value": t})
     return specs

@@ -77,7 +77,7 @@ def chapter_params():
 
 
 def run_with_answers(chapter: str, student: str, kind: str = "examples", cells=None,
-                     only: list[str] | None = None) -> dict[str, str]:
+                     only: list[str] | None = None, edit=None, printed: dict[str, str] | None = None) -> dict[str, str]:
     """Execute a chapter's student notebook in this process with ``student``'s answer cells (from
     ``solutions/<chapter>/submissions/<kind>/``, kind "examples" or "attacks"; an answer file without sections is an untouched notebook), then run every hidden test through the grader's
     judge (:mod:`grader.judge`: the tests see only the ``judge`` cells and proxies of the graded
@@ -88,7 +88,9 @@ def run_with_answers(chapter: str, student: str, kind: str = "examples", cells=N
     submissions through real autograde.
 
     ``cells(i, cell)``, when given, picks the student's cells to execute (a chapter whose self-checks and benchmarks
-    define nothing its tests use can skip them); ``only`` names the hidden tests to run (all by default)."""
+    define nothing its tests use can skip them); ``only`` names the hidden tests to run (all by default);
+    ``edit(grade_id, source)``, when given, returns the hidden test's source to run (a benchmark's size made one the
+    interpreter can time); ``printed``, when given, receives what each test printed."""
     import tempfile
 
     import nbformat
@@ -121,7 +123,9 @@ def run_with_answers(chapter: str, student: str, kind: str = "examples", cells=N
         assert not problems, problems
         for cell in tests:
             gid = cell.metadata["nbgrader"]["grade_id"]
-            out = run_test_cell(cell.source, session.namespace_for(gid), gid)
+            out = run_test_cell(edit(gid, cell.source) if edit else cell.source, session.namespace_for(gid), gid)
+            if printed is not None:
+                printed[gid] = out.stdout
             if out.error is not None:
                 outcomes[gid] = f"{out.error[0]}: {out.error[1]}"
             elif out.crashed or out.timeout:

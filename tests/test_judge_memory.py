@@ -54,6 +54,17 @@ def test_the_students_call_running_out_of_memory_counts_too():
     assert _run(triton, 1)[0].error is None
 
 
+def test_a_library_that_could_not_allocate_its_workspace_counts_too():
+    """cuBLAS's handle for the judge's reference failed beside a hoarder on an H100, and an honest 09 lost ten points
+    (tests/gpu/records/gpu_class_throughput_09_memory_hog.json): the libraries' allocation failures are tried again."""
+    for message in ("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+                    "cuDNN error: CUDNN_STATUS_ALLOC_FAILED", "CUDA error: out of memory"):
+        outcome, tries, _ = _run(RuntimeError(message), 1)
+        assert outcome.error is None and tries == 2, message
+    outcome, tries, _ = _run(RuntimeError("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx`"), 1)
+    assert outcome.error is not None and tries == 1, "a library's other failures are final at once"
+
+
 def test_a_kernel_that_always_runs_out_of_memory_fails_after_the_last_try_and_says_so():
     import torch
 

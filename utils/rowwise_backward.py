@@ -93,8 +93,12 @@ def softmax_tolerances(dtype: torch.dtype) -> tuple[float, float]:
     forward's y is rounded once before the backward reads it, and dx once more on its store. In float32, dy - Σ dy·y
     cancels where dy is close to the sum, so dx carries the sum's absolute error (a few float32 roundings of values
     near 1) times y: an atol of 1e-7 failed one element in 231 of the model answer now and then (7 x 33 rows scaled
-    by 4); 2e-6 is twenty float32 roundings there, and every mistake of the chapter misses by 1e-2 and more."""
-    return {torch.float16: (1e-4, 4e-3), torch.bfloat16: (1e-3, 3e-2)}.get(dtype, (2e-6, 2e-4))
+    by 4); 2e-6 is twenty float32 roundings there, and every mistake of the chapter misses by 1e-2 and more. In
+    float16 the rounded y carries its error into the sum and into y·(dy - Σ): (1e-4, 4e-3) failed one element in
+    5,661 of the model answer on an H100 (tests/gpu/records/gpu_class_throughput_course_twice.json), and one test in
+    a hundred when the kernel's arithmetic is replayed on the CPU (worst element 2.8 times over, at 7 shapes of
+    2,000 draws); (1e-3, 1e-2) leaves that worst element 2.4 times inside."""
+    return {torch.float16: (1e-3, 1e-2), torch.bfloat16: (1e-3, 3e-2)}.get(dtype, (2e-6, 2e-4))
 
 
 def rmsnorm_tolerances(dtype: torch.dtype) -> list[tuple[float, float]]:

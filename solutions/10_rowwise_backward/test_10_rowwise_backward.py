@@ -223,3 +223,47 @@ def test_the_softmax_peers_compute_the_chapters_gradient():
     want = y * (dy - (dy * y).sum(-1, keepdim=True))
     for name in ("torch autograd", "torch.compile"):
         torch.testing.assert_close(peers[name](x, dy), want, msg=name)
+
+
+def _timed_bandwidth(monkeypatch, student: str) -> tuple[str, str]:
+    """The bandwidth test through the judge, its timed protocol forced on the CPU at 48 x 40 (its numbers mean
+    nothing here; what is checked is that every timed output is verified against the reference)."""
+    from grader.judge_timing import TIME_ON_CPU_ENV
+    import grader.examples
+
+    monkeypatch.setenv(TIME_ON_CPU_ENV, "1")
+    apply = grader.examples.apply_answers
+    monkeypatch.setattr(grader.examples, "apply_answers", lambda chapter, answers: _lean(apply(chapter, answers)))
+    gid = "test_rmsnorm_backward_bandwidth"
+
+    def small(_, source):
+        assert "M = N = 4096\n" in source
+        return source.replace("M = N = 4096\n", "M, N = 48, 40\n")
+
+    printed: dict[str, str] = {}
+    got = run_with_answers(CHAPTER, student, only=[gid], edit=small, printed=printed)
+    return got[gid], printed[gid]
+
+
+def _lean(nb):
+    nb.cells = [c for c in nb.cells if c.cell_type == "markdown"
+                or not any(mark in c.source or c.metadata.get("nbgrader", {}).get("grade_id") == mark
+                           for mark in UNREAD)]
+    return nb
+
+
+def test_the_bandwidth_tests_timed_inputs_are_a_valid_backward_and_every_one_is_verified(monkeypatch):
+    """The timed calls draw their inputs from shapes and dtypes; a stored rstd drawn from both signs is no forward's,
+    and the float64 reference then disagreed with an honest kernel on half the rows: the model answer lost its
+    bandwidth point on an H100 (tests/gpu/records/gpu_class_throughput_course_twice.json). An rstd template that is
+    all positive now gives positive timed values (grader.judge_timing._specs)."""
+    import grader.judge_timing
+
+    outcome, printed = _timed_bandwidth(monkeypatch, "ada_correct")
+    assert outcome == "passed" and "NOT GRADED" not in printed and "GB/s" in printed, (outcome, printed)
+
+    drawn = grader.judge_timing._specs   # as before the fix: every timed tensor standard-normal
+    monkeypatch.setattr(grader.judge_timing, "_specs",
+                        lambda templates: [{k: v for k, v in s.items() if k != "positive"} for s in drawn(templates)])
+    outcome, _ = _timed_bandwidth(monkeypatch, "ada_correct")
+    assert "timed call" in outcome and "wrong" in outcome, outcome
