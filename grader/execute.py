@@ -429,6 +429,7 @@ class CourseExecute(Execute):
         meta["judge_problems"] = problems
         meta["seconds"] = self._seconds  # where the grading time went (the grader's own clock)
         meta["phases"] = self._session.phases.summary()  # the judge's calls, re-runs, timing (grader.phases)
+        meta["longest_call_s"] = round(self._session.longest_call_seconds, 3)   # one call into the student's kernel
         meta["execute_s"] = round(time.perf_counter() - began_all, 3)  # this step's whole time, in nbgrader's
         meta["timing"] = self._session.timing_rounds  # every timed round: graph or not, both clocks
         meta["gpu_lock"] = self._session.gpu_lock.history  # every timed hold: who else was registered, frozen, drained

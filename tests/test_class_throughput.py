@@ -91,6 +91,9 @@ def test_the_dry_run_says_where_each_submissions_time_went(dry_run):
     assert all(p["judge_calls"] > 0 and p["reruns"] > 0 for p in honest)
     hang = per["03_vector_add/ivy_infinite_loop"]
     assert hang["judge_calls"] >= r["cell_timeout_s"], "the hung call's time is the judge's calls'"
+    longest = r["longest_call_s"]
+    assert longest["03_vector_add/ivy_infinite_loop"] >= r["cell_timeout_s"], "the hung call is the longest one"
+    assert all(0 < longest[k] < r["cell_timeout_s"] for k in per if "ada_correct" in k), longest
     crash = per["03_vector_add/lea_crash_in_test"]
     assert crash["sandbox_start"] > min(p["sandbox_start"] for p in honest), "the restart is a second start"
     total = r["phases"]["total_s"]

@@ -253,3 +253,16 @@ def test_a_process_that_found_no_gpu_does_not_look_again(monkeypatch):
     assert jobs.calibrate_gpus() == [] and len(children) == 1
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert jobs.calibrate_gpus() == [] and len(children) == 2
+
+
+def test_an_nbgrader_command_ends_when_its_work_is_done_and_keeps_its_exit_code_and_output(tmp_path):
+    """grader.nbgrader_cli runs nbgrader and then ends its process without Python's teardown (about 1 s of every
+    autograde): what nbgrader printed still reaches the log, a failing command still fails, a good one succeeds."""
+    from grader.nbgrader_cli import NBGRADER_THEN_EXIT, prepare_course_dir, run_nbgrader
+
+    prepare_course_dir(tmp_path)
+    good = run_nbgrader(tmp_path, "--version")
+    assert good.returncode == 0 and good.log.strip(), good
+    bad = run_nbgrader(tmp_path, "autograde", "no_such_assignment", "--force")
+    assert bad.returncode not in (0, None) and "no_such_assignment" in bad.log, bad
+    assert "os._exit(code)" in NBGRADER_THEN_EXIT and "sys.stdout.flush()" in NBGRADER_THEN_EXIT

@@ -663,3 +663,34 @@ def test_on_a_gpu_two_outputs_are_captured_timed_and_checked_beside_a_same_size_
         StudentFunction(s, "sum_diff"), [torch.randn(n, device="cuda"), torch.randn(n, device="cuda")],
         4 * n * 4, sum_diff_reference, tolerance_for, what="sum_diff on 2^24 elements", fraction=0.5)
     assert s.timing_rounds[-1]["graph"] and ours > 0.5 * copy, (ours, copy)
+
+
+class ListingTransport(InProcessTransport):
+    """Lists the files of each call's folder as the student's process left them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.left: list[set[str]] = []
+
+    def run(self, folder, timeout_s):
+        super().run(folder, timeout_s)
+        self.left.append({p.name for p in folder.iterdir()})
+
+
+def count_elements(x, y):
+    return int(x.numel())
+
+
+def test_a_re_run_call_carries_no_inputs_after_and_a_call_without_one_still_must(tmp_path):
+    """A call whose launches the judge re-runs reads the arguments after the call from the re-run, so the student's
+    process writes none (4 of the 20 passes of a 93M-element call through files); a call that is not re-run still
+    returns them, and an answer that lost them is refused."""
+    transport = ListingTransport({"add": add, "count": count_elements}, tmp_path)
+    s = JudgeSession(transport)
+    s.build_namespace([], ["add", "count"])
+    x, y = torch.randn(300), torch.randn(300)
+    out = s.call("add", [x, y], {}, "add(x, y)").output
+    assert torch.allclose(out, x + y) and not {f for f in transport.left[-1] if f.startswith("input")}
+    result = s.call("count", [x, y], {}, "count(x, y)", require_kernel=False)
+    assert result.output == 300 and len(result.inputs_after) == 2
+    assert {"input0.bin", "input1.bin"} <= transport.left[-1]

@@ -25,9 +25,10 @@ This module is the student package's (``triton_course``), since the sandbox's en
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any, Literal, TypedDict, get_args
+from typing import Any, Literal, NotRequired, TypedDict, get_args
 
 import torch
 
@@ -124,6 +125,9 @@ class CallRequest(TypedDict):
     device: str
     args: list[TensorSpec | ValueSpec | FixtureSpec]
     kwargs: dict[str, TensorSpec | ValueSpec | FixtureSpec]
+    #: whether the response must carry the tensor arguments after the call (``inputs``); False where the judge re-runs
+    #: a call that returns tensors, and reads them from the re-run (an answer that returns no tensor carries them)
+    inputs_after: NotRequired[bool]
 
 
 class CallResponse(TypedDict, total=False):
@@ -262,8 +266,7 @@ def tensor_spec(t: torch.Tensor, folder: Path, name: str) -> dict[str, Any]:
     storage = t.untyped_storage()
     n = storage.nbytes() // t.element_size()
     base = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (n,), (1,))
-    raw = base.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
-    (folder / f"{name}.bin").write_bytes(raw)
+    base.detach().cpu().contiguous().view(torch.uint8).numpy().tofile(folder / f"{name}.bin")   # no copy in between
     return {"kind": "tensor", "file": f"{name}.bin", "dtype": NAMES.get(t.dtype, str(t.dtype)),
             "shape": list(t.shape), "stride": list(t.stride()), "offset": t.storage_offset(), "numel": n,
             "device": str(t.device)}
@@ -272,10 +275,14 @@ def tensor_spec(t: torch.Tensor, folder: Path, name: str) -> dict[str, Any]:
 def load_tensor(spec: dict[str, Any], folder: Path, device: torch.device | str | None = None) -> torch.Tensor:
     """The view ``spec`` describes, on ``device`` (default: the one it names)."""
     dtype = DTYPES[spec["dtype"]]
-    raw = (folder / spec["file"]).read_bytes()
-    itemsize = torch.empty(0, dtype=dtype).element_size()
-    if len(raw) != spec["numel"] * itemsize:
-        raise ValueError(f"{spec['file']}: {len(raw)} bytes, expected {spec['numel'] * itemsize}")
-    base = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype) if raw else torch.empty(0, dtype=dtype)
-    base = base.to(device or spec["device"])
+    expected = spec["numel"] * torch.empty(0, dtype=dtype).element_size()
+    with open(folder / spec["file"], "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size != expected:   # checked before anything of that size is allocated
+            raise ValueError(f"{spec['file']}: {size} bytes, expected {expected}")
+        raw = torch.empty(expected, dtype=torch.uint8)   # a private copy, read once: the file is the other side's
+        got = f.readinto(memoryview(raw.numpy())) if expected else 0
+    if got != expected:   # the file shrank after its size was read
+        raise ValueError(f"{spec['file']}: {got} bytes, expected {expected}")
+    base = raw.view(dtype).to(device or spec["device"])
     return base.as_strided(spec["shape"], spec["stride"], spec["offset"])

@@ -448,6 +448,8 @@ def build_record(args: argparse.Namespace, plan: ClassPlan, built: ClassPlan, do
         "seconds_per_submission": seconds,
         "finished_at_s": {k: round(t, 1) for k, (t, _) in done.items()},
         "phases_per_submission": phases,
+        # the longest single call of the judge into each submission's kernel: what a limit per call would cut
+        "longest_call_s": {k: m.get("longest_call_s") for k, m in metas.items()},
         "timed_rounds": {k: [{f: r.get(f) for f in ("what", "round", "calls", "graph", "reported_ms", "judged_ms")}
                              for r in m.get("timing", [])] for k, m in metas.items()},
         "holds": history,   # per submission, every hold of its judge: froze whom, drained how long
