@@ -58,10 +58,11 @@ test-fast: install
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not notebook and not browser and not gpu_limits" --timeout 600 $(PYTEST_ARGS)
 
 # The range check runs beside the suite, one worker, its output held back until the suite ends: the suite's
-# two workers leave a third of two cores idle (waiting on kernels, sandboxes and nbgrader to start), which the
-# range check's interpreter work fills. `make test` fails if either fails.
+# two workers leave part of two cores idle (waiting on kernels, sandboxes and nbgrader to start), which the
+# range check's interpreter work fills, at a lower priority (nice) so that it takes only what the suite leaves.
+# `make test` fails if either fails.
 test: install browser sandbox
-	@$(MAKE) --no-print-directory test-range RANGE_PYTEST_ARGS="-p no:xdist --timeout 900" >$(VENV)/test-range.log 2>&1 & \
+	@nice -n 15 $(MAKE) --no-print-directory test-range RANGE_PYTEST_ARGS="-p no:xdist --timeout 900" >$(VENV)/test-range.log 2>&1 & \
 	  range=$$!; \
 	  COURSE_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadgroup -m "not gpu_limits" --timeout 1800 $(PYTEST_ARGS); suite=$$?; \
 	  wait $$range; ranged=$$?; \

@@ -226,3 +226,17 @@ def test_the_judge_times_its_calls_re_runs_and_timed_rounds(tmp_path, monkeypatc
     wall = time.perf_counter() - start
     assert s.phases.counts == {"calls": 1, "reruns": 1, "timing": 1}
     assert all(v > 0 for v in s.phases.seconds.values()) and sum(s.phases.seconds.values()) <= wall
+
+
+def test_a_sandbox_killed_while_a_judge_drained_the_gpu_is_named_with_its_submission():
+    """On an H100, two timed holds of the course's class waited the 60 s drain limit and the GPU lock killed a busy
+    sandbox (tests/gpu/records/gpu_class_throughput_course_twice.json), and the record could not say whose it was:
+    each kill is now listed with the submission that sandbox belonged to."""
+    metas = {"09/a": {"quiet_while_judge_times": ["course-sandbox-1-0", "course-sandbox-1-0-relaunch"]},
+             "10/b": {"quiet_while_judge_times": ["course-sandbox-7-5", "course-sandbox-7-5-relaunch"]}}
+    history = {"09/a": [{"drain_ms": 60400.0, "frozen": ["course-sandbox-7-5:cgroup2"], "killed": ["course-sandbox-7-5"]},
+                        {"drain_ms": 3.0, "frozen": []}],
+               "10/b": [], "03/gone": [{"killed": ["course-sandbox-9-1"]}]}
+    assert throughput.killed_while_draining(metas, history) == [
+        {"hold_of": "03/gone", "sandbox": "course-sandbox-9-1", "submission": None},
+        {"hold_of": "09/a", "sandbox": "course-sandbox-7-5", "submission": "10/b"}]

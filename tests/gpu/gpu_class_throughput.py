@@ -371,6 +371,16 @@ def lock_summary(metas: dict[str, dict], logs: dict[str, str]) -> tuple[dict, di
             "drain_not_checked": sum(d is None for _, d in lock)}, history
 
 
+def killed_while_draining(metas: dict[str, dict], history: dict[str, list]) -> list[dict[str, str | None]]:
+    """Each sandbox the GPU lock killed because its GPU work did not drain while a judge timed alone: whose timed hold
+    it was, the sandbox, and the submission it belonged to (from each notebook's own sandboxes, ``course_grader.
+    quiet_while_judge_times``; None where no graded notebook names it)."""
+    owner = {name.split(":")[0]: key for key, meta in metas.items()
+             for name in meta.get("quiet_while_judge_times", [])}
+    return [{"hold_of": key, "sandbox": box, "submission": owner.get(box)}
+            for key, holds in sorted(history.items()) for hold in holds or [] for box in hold.get("killed", [])]
+
+
 def _full_marks(recs: list, dry_run: bool) -> bool:
     return all(r.points == r.max_points or (dry_run and r.status == "not_graded") for r in recs)
 
@@ -453,6 +463,7 @@ def build_record(args: argparse.Namespace, plan: ClassPlan, built: ClassPlan, do
         "timed_rounds": {k: [{f: r.get(f) for f in ("what", "round", "calls", "graph", "reported_ms", "judged_ms")}
                              for r in m.get("timing", [])] for k, m in metas.items()},
         "holds": history,   # per submission, every hold of its judge: froze whom, drained how long
+        "killed_while_draining": killed_while_draining(metas, history),
         "gpu_lock": lock,
         "run": next(iter(recs.values()))["run"] if recs else {},
     }
