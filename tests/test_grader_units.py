@@ -185,6 +185,7 @@ def test_any_executor_runs_the_jobs_and_tampering_is_put_back(tmp_path, monkeypa
 
 
 
+@pytest.mark.notebook   # a real autograde, kernel and sandbox: make test's, not make test-fast's
 def test_a_kernel_that_fails_to_start_is_retried_not_blamed_on_the_student(tmp_path, monkeypatch):
     """A Jupyter kernel that dies before running any cell (seen once under load on CI) is the machine's
     fault: the submission is graded again instead of scoring 0. The failure is simulated for the first
