@@ -694,3 +694,32 @@ def test_a_re_run_call_carries_no_inputs_after_and_a_call_without_one_still_must
     result = s.call("count", [x, y], {}, "count(x, y)", require_kernel=False)
     assert result.output == 300 and len(result.inputs_after) == 2
     assert {"input0.bin", "input1.bin"} <= transport.left[-1]
+
+
+class LinkingTransport(InProcessTransport):
+    """A dishonest answer: after the harness wrote the output, it is swapped for a link to a file of the grader's
+    machine (the exchange folder is the student's to write in; the judge reads it on the host)."""
+
+    def __init__(self, secret, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.secret = secret
+
+    def run(self, folder, timeout_s):
+        super().run(folder, timeout_s)
+        out = folder / "output.bin"
+        size = out.stat().st_size
+        self.secret.write_bytes(b"\x00\x00\x80\x3f" * (size // 4))   # float32 1.0s: any value would leak
+        out.unlink()
+        out.symlink_to(self.secret)
+
+
+def test_an_output_that_links_to_a_host_file_is_refused_and_quotes_nothing_of_it(tmp_path):
+    """The judge reads the student's exchange files without following a link: a link to a file of the grader's
+    machine is refused unread, as a FIFO or a device would be (triton_course.exchange.open_regular)."""
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    s = JudgeSession(LinkingTransport(tmp_path / "host-secret.bin", {"add": add}, exchange))
+    s.build_namespace([], ["add"])
+    with pytest.raises(CheckFailed, match="could not be read") as caught:
+        s.call("add", [torch.randn(300), torch.randn(300)], {}, "add(x, y)")
+    assert "symbolic link" in str(caught.value), caught.value   # before: the host file's bytes graded as the output

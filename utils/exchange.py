@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, get_args
@@ -213,11 +214,35 @@ def _write(folder: Path, name: str, message: Any) -> None:
     (folder / name).write_text(json.dumps(message))
 
 
+def open_regular(folder: Path, name: str) -> int:
+    """A file descriptor of ``folder/name``, neither of them followed if it is a link, the file a regular one.
+
+    The folder is the other side's to write in: a file of it may be a link to a file of the reader's machine (a
+    solution notebook, a key), or a FIFO that blocks whoever opens it. ``OSError`` or ``ValueError`` otherwise."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    dir_fd = os.open(folder, flags | os.O_DIRECTORY)
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{name} is not a regular file")
+    return fd
+
+
 def _read(folder: Path, name: str, max_bytes: int | None) -> Any:
-    path = folder / name
-    if not path.is_file() or (max_bytes is not None and path.stat().st_size > max_bytes):
+    try:
+        with os.fdopen(open_regular(folder, name), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if max_bytes is not None and size > max_bytes:
+                raise ValueError(f"{name} is {size} bytes")
+            raw = f.read(size + 1 if max_bytes is None else max_bytes + 1)
+    except (OSError, ValueError):
+        raise NoAnswer(f"no readable {name}") from None
+    if max_bytes is not None and len(raw) > max_bytes:
         raise NoAnswer(f"no readable {name}")
-    return json.loads(path.read_text())
+    return json.loads(raw.decode())
 
 
 def write_request(folder: Path, request: CallRequest | TimeRequest | RelaunchRequest) -> None:
@@ -276,7 +301,7 @@ def load_tensor(spec: dict[str, Any], folder: Path, device: torch.device | str |
     """The view ``spec`` describes, on ``device`` (default: the one it names)."""
     dtype = DTYPES[spec["dtype"]]
     expected = spec["numel"] * torch.empty(0, dtype=dtype).element_size()
-    with open(folder / spec["file"], "rb") as f:
+    with os.fdopen(open_regular(folder, spec["file"]), "rb") as f:   # never a link to a file of the reader's
         size = os.fstat(f.fileno()).st_size
         if size != expected:   # checked before anything of that size is allocated
             raise ValueError(f"{spec['file']}: {size} bytes, expected {expected}")
