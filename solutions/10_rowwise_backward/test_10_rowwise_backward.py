@@ -36,14 +36,7 @@ def outcomes(monkeypatch):
 
     apply = grader.examples.apply_answers
 
-    def lean(chapter, answers):
-        nb = apply(chapter, answers)
-        nb.cells = [c for c in nb.cells if c.cell_type == "markdown"
-                    or not any(mark in c.source or c.metadata.get("nbgrader", {}).get("grade_id") == mark
-                               for mark in UNREAD)]
-        return nb
-
-    monkeypatch.setattr(grader.examples, "apply_answers", lean)
+    monkeypatch.setattr(grader.examples, "apply_answers", lambda chapter, answers: _lean(apply(chapter, answers)))
     return lambda student, kind="examples": run_with_answers(CHAPTER, student, kind)
 
 
@@ -246,6 +239,7 @@ def _timed_bandwidth(monkeypatch, student: str) -> tuple[str, str]:
 
 
 def _lean(nb):
+    """The notebook without the cells no hidden test reads."""
     nb.cells = [c for c in nb.cells if c.cell_type == "markdown"
                 or not any(mark in c.source or c.metadata.get("nbgrader", {}).get("grade_id") == mark
                            for mark in UNREAD)]
